@@ -1,0 +1,257 @@
+//! The resolved configuration: what a bulkhead *is* once templates are applied.
+//!
+//! These types are what the runtime (`bulkhead-core`) builds bulkheads from. The file
+//! format users write (with `templates` and `extends`) resolves into them.
+//! Defaults are documented on each field and are the same everywhere (DESIGN §4).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::Duration;
+
+/// Every bulkhead a program declares, by name, after templates are resolved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The bulkheads, by name.
+    #[serde(default)]
+    pub bulkheads: BTreeMap<String, BulkheadConfig>,
+}
+
+/// The two kinds of bulkhead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A concurrency limit: the body runs on the caller's thread or task while it holds a permit.
+    Semaphore,
+    /// A pool of named worker threads with a bounded queue: the body runs on a worker.
+    ThreadPool,
+}
+
+impl Kind {
+    /// The name used in config files: `semaphore` or `thread-pool`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Kind::Semaphore => "semaphore",
+            Kind::ThreadPool => "thread-pool",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One bulkhead, fully resolved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BulkheadConfig {
+    /// Kind-specific limits.
+    #[serde(flatten)]
+    pub limits: Limits,
+    /// An optional rate limit checked before admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitConfig>,
+    /// When the snapshot reports `warning` and `critical` saturation.
+    #[serde(default)]
+    pub saturation: SaturationThresholds,
+    /// What the operator expects of the dependency behind it; used only by lints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
+}
+
+impl BulkheadConfig {
+    /// A semaphore bulkhead with the given limits and everything else default.
+    pub fn semaphore(config: SemaphoreConfig) -> Self {
+        BulkheadConfig {
+            limits: Limits::Semaphore(config),
+            rate_limit: None,
+            saturation: SaturationThresholds::default(),
+            expected: None,
+        }
+    }
+
+    /// A thread-pool bulkhead with the given limits and everything else default.
+    pub fn thread_pool(config: ThreadPoolConfig) -> Self {
+        BulkheadConfig {
+            limits: Limits::ThreadPool(config),
+            rate_limit: None,
+            saturation: SaturationThresholds::default(),
+            expected: None,
+        }
+    }
+
+    /// Which kind this is.
+    pub fn kind(&self) -> Kind {
+        match self.limits {
+            Limits::Semaphore(_) => Kind::Semaphore,
+            Limits::ThreadPool(_) => Kind::ThreadPool,
+        }
+    }
+}
+
+/// The kind-specific part of a bulkhead's config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Limits {
+    /// `kind: semaphore`.
+    Semaphore(SemaphoreConfig),
+    /// `kind: thread-pool`.
+    ThreadPool(ThreadPoolConfig),
+}
+
+/// Limits of a semaphore bulkhead.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SemaphoreConfig {
+    /// How many calls may run at once (at least 1). Default 25.
+    pub max_concurrent_calls: u32,
+    /// How long a caller waits for a permit before `Timeout`. Default `0ms`: fail fast with `Full`.
+    pub max_wait: Duration,
+    /// Waiters get permits in arrival order (FIFO). Default true.
+    pub fair: bool,
+}
+
+impl Default for SemaphoreConfig {
+    fn default() -> Self {
+        SemaphoreConfig {
+            max_concurrent_calls: 25,
+            max_wait: Duration::ZERO,
+            fair: true,
+        }
+    }
+}
+
+/// Limits of a thread-pool bulkhead.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ThreadPoolConfig {
+    /// Threads kept alive even when idle. Default 4.
+    pub core_threads: u32,
+    /// The most threads the pool runs (at least `core_threads`). Default 4.
+    pub max_threads: u32,
+    /// How many submitted tasks may wait for a thread; 0 is a direct hand-off. Default 100.
+    pub queue_capacity: u32,
+    /// How long a thread above `core_threads` stays idle before it retires. Default `60s`.
+    pub keep_alive: Duration,
+    /// What a submission does when every thread is busy and the queue is full. Default `abort`.
+    pub on_full: OnFull,
+    /// A task that waited in the queue longer than this fails with `QueueTimeout` and never runs.
+    /// Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queue_wait: Option<Duration>,
+    /// Worker threads are named `<prefix><n>`. Default: the bulkhead's name followed by `-`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_name_prefix: Option<String>,
+    /// The order queued tasks are taken in. Default `fifo`.
+    pub queue_order: QueueOrder,
+    /// Controlled-delay queue management (off by default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codel: Option<CodelConfig>,
+}
+
+impl Default for ThreadPoolConfig {
+    fn default() -> Self {
+        ThreadPoolConfig {
+            core_threads: 4,
+            max_threads: 4,
+            queue_capacity: 100,
+            keep_alive: Duration::from_secs(60),
+            on_full: OnFull::Abort,
+            max_queue_wait: None,
+            thread_name_prefix: None,
+            queue_order: QueueOrder::Fifo,
+            codel: None,
+        }
+    }
+}
+
+/// What a thread-pool submission does when every thread is busy and the queue is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnFull {
+    /// Refuse at once with `Full`.
+    #[default]
+    Abort,
+    /// Run the task on the caller's thread (back-pressure on the caller).
+    CallerRuns,
+    /// Wait up to this long for room, then refuse with `Timeout`: `{ wait: 2s }`.
+    Wait(Duration),
+}
+
+/// The order a thread pool takes queued tasks in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueOrder {
+    /// Oldest first.
+    #[default]
+    Fifo,
+    /// Oldest first while the queue drains; newest first while a queue is standing
+    /// (Facebook's "Fail at Scale"), so fresh requests are served before stale ones.
+    AdaptiveLifo,
+}
+
+/// Controlled delay (CoDel) for a thread pool's queue: while the queue has not been empty
+/// for `interval`, queued work older than `target` is failed with `QueueTimeout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CodelConfig {
+    /// The queueing delay tolerated while the queue is standing (Facebook: 5ms).
+    pub target: Duration,
+    /// How long the queue must stay non-empty before CoDel sheds (Facebook: 100ms).
+    pub interval: Duration,
+}
+
+/// A rate limit: at most `limit_for_period` admissions per `refresh_period`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Admissions allowed in each period (at least 1).
+    pub limit_for_period: u32,
+    /// The period's length, with a unit (Resilience4j's default `500` meant nanoseconds).
+    pub refresh_period: Duration,
+    /// How long a call may wait for the next period before `RateLimited`. Default `0ms`.
+    #[serde(default)]
+    pub timeout: Duration,
+}
+
+/// Fractions of capacity at which the snapshot reports `warning` and `critical`.
+/// Saturation is information for dashboards and alerts, never a failed health check.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct SaturationThresholds {
+    /// Active calls / limit at which saturation is `warning`. Default 0.8.
+    pub active_warning: f64,
+    /// Active calls / limit at which saturation is `critical`. Default 0.95.
+    pub active_critical: f64,
+    /// Queued tasks / queue capacity at which saturation is `warning`. Default 0.7.
+    pub queue_warning: f64,
+    /// Queued tasks / queue capacity at which saturation is `critical`. Default 0.9.
+    pub queue_critical: f64,
+}
+
+impl Default for SaturationThresholds {
+    fn default() -> Self {
+        SaturationThresholds {
+            active_warning: 0.8,
+            active_critical: 0.95,
+            queue_warning: 0.7,
+            queue_critical: 0.9,
+        }
+    }
+}
+
+/// What the operator expects of the dependency behind a bulkhead. Used only by lints,
+/// e.g. to warn when the worst-case queue wait exceeds the client's timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    /// The dependency's usual latency per call.
+    pub latency: Duration,
+    /// How long the caller's client waits before giving up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_timeout: Option<Duration>,
+}

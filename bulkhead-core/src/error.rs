@@ -1,0 +1,172 @@
+//! What a refused call gets back.
+//!
+//! Every refused call receives exactly one [`BulkheadError`], naming the bulkhead that
+//! refused it. Building one never allocates: the name is a shared [`BulkheadName`].
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A bulkhead's name, cheap to clone (a shared string).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BulkheadName(Arc<str>);
+
+impl BulkheadName {
+    /// Makes a name.
+    pub fn new(name: impl AsRef<str>) -> Self {
+        BulkheadName(Arc::from(name.as_ref()))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for BulkheadName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for BulkheadName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for BulkheadName {
+    fn from(s: &str) -> Self {
+        BulkheadName::new(s)
+    }
+}
+
+impl fmt::Display for BulkheadName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for BulkheadName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// Why a bulkhead refused a call. The call's body did not run.
+///
+/// ```
+/// use bulkhead_core::{BulkheadError, BulkheadName};
+/// let err = BulkheadError::Full { name: BulkheadName::new("payment") };
+/// assert_eq!(err.name(), "payment");
+/// assert_eq!(
+///     err.to_string(),
+///     "bulkhead `payment` is full: every permit or worker is busy and its queue is full"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BulkheadError {
+    /// No permit or thread was free, the queue (if any) was full, and the bulkhead does not wait.
+    #[error("bulkhead `{name}` is full: every permit or worker is busy and its queue is full")]
+    Full {
+        /// The bulkhead that refused.
+        name: BulkheadName,
+    },
+    /// The call waited its whole allowance (`max_wait`, or `on_full: { wait }`) for room.
+    #[error("bulkhead `{name}` is full: no room within {waited:?}")]
+    Timeout {
+        /// The bulkhead that refused.
+        name: BulkheadName,
+        /// How long the call waited.
+        waited: Duration,
+    },
+    /// The call was queued but waited longer than `max_queue_wait` (or CoDel's target while the
+    /// queue was standing); it was failed instead of run, because its caller has likely given up.
+    #[error(
+        "bulkhead `{name}` dropped a queued call that waited {waited:?}: too long in the queue"
+    )]
+    QueueTimeout {
+        /// The bulkhead that refused.
+        name: BulkheadName,
+        /// How long the call spent in the queue.
+        waited: Duration,
+    },
+    /// The bulkhead's rate limit allows no more calls in this period.
+    #[error("bulkhead `{name}` is rate limited: retry after {retry_after:?}")]
+    RateLimited {
+        /// The bulkhead that refused.
+        name: BulkheadName,
+        /// When a call may next be admitted.
+        retry_after: Duration,
+    },
+    /// The bulkhead is shutting down or shut down and admits no more work.
+    #[error("bulkhead `{name}` is shut down")]
+    ShutDown {
+        /// The bulkhead that refused.
+        name: BulkheadName,
+    },
+}
+
+impl BulkheadError {
+    /// The name of the bulkhead that refused the call.
+    pub fn name(&self) -> &str {
+        match self {
+            BulkheadError::Full { name }
+            | BulkheadError::Timeout { name, .. }
+            | BulkheadError::QueueTimeout { name, .. }
+            | BulkheadError::RateLimited { name, .. }
+            | BulkheadError::ShutDown { name } => name,
+        }
+    }
+
+    /// For [`BulkheadError::RateLimited`], how long until a call may be admitted.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            BulkheadError::RateLimited { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
+    }
+
+    /// A short, stable label for metrics and logs: `full`, `timeout`, `queue_timeout`,
+    /// `rate_limited` or `shut_down`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BulkheadError::Full { .. } => "full",
+            BulkheadError::Timeout { .. } => "timeout",
+            BulkheadError::QueueTimeout { .. } => "queue_timeout",
+            BulkheadError::RateLimited { .. } => "rate_limited",
+            BulkheadError::ShutDown { .. } => "shut_down",
+        }
+    }
+}
+
+/// A call that was refused before its body ran, handing back the input it was given so a
+/// fallback can still use the caller's arguments.
+#[derive(Debug)]
+pub struct Refused<I> {
+    /// The input the call was given, untouched.
+    pub input: I,
+    /// Why the call was refused.
+    pub error: BulkheadError,
+}
+
+impl<I> From<Refused<I>> for BulkheadError {
+    fn from(refused: Refused<I>) -> Self {
+        refused.error
+    }
+}
+
+impl<I> fmt::Display for Refused<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<I: fmt::Debug> std::error::Error for Refused<I> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}

@@ -1,0 +1,2 @@
+//! The `#[bulkhead]` attribute.
+#![deny(missing_docs)]

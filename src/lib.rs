@@ -1,0 +1,2 @@
+//! bulkhead: named, config-driven bulkheads for Rust services.
+#![deny(missing_docs)]
