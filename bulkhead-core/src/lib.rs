@@ -8,6 +8,7 @@
 mod clock;
 mod error;
 mod reentry;
+mod stats;
 
 pub use clock::{Clock, ManualClock, Sleep, SystemClock, system_clock};
 pub use error::{BulkheadError, BulkheadName, Refused};

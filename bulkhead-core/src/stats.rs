@@ -1,0 +1,87 @@
+//! Per-bulkhead counters, shared by both kinds.
+//!
+//! Plain relaxed atomics: a counter is read for reporting, never to decide admission
+//! (admission state lives in the semaphore and the pool themselves).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::BulkheadError;
+
+/// Counters kept by every bulkhead.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Calls admitted (given a permit or accepted into the pool, queued or not).
+    pub permitted: AtomicU64,
+    /// Admitted calls whose body returned.
+    pub completed: AtomicU64,
+    /// Admitted calls whose body panicked.
+    pub panicked: AtomicU64,
+    /// Admitted calls whose caller gave up (dropped the future) before the body ran.
+    pub cancelled: AtomicU64,
+    /// Calls that entered a bulkhead they were already inside and ran inline.
+    pub reentrant: AtomicU64,
+    /// Refusals, indexed by [`refusal_index`].
+    pub refused: [AtomicU64; REFUSAL_REASONS.len()],
+}
+
+/// The refusal reasons, in the order of [`Counters::refused`]; equal to [`BulkheadError::reason`].
+pub(crate) const REFUSAL_REASONS: [&str; 5] = [
+    "full",
+    "timeout",
+    "queue_timeout",
+    "rate_limited",
+    "shut_down",
+];
+
+pub(crate) fn refusal_index(err: &BulkheadError) -> usize {
+    match err {
+        BulkheadError::Full { .. } => 0,
+        BulkheadError::Timeout { .. } => 1,
+        BulkheadError::QueueTimeout { .. } => 2,
+        BulkheadError::RateLimited { .. } => 3,
+        BulkheadError::ShutDown { .. } => 4,
+    }
+}
+
+impl Counters {
+    /// Counts a refusal and hands the error back, so call sites read `return Err(c.refuse(e))`.
+    pub fn refuse(&self, err: BulkheadError) -> BulkheadError {
+        self.refused[refusal_index(&err)].fetch_add(1, Relaxed);
+        err
+    }
+
+    /// Total refusals of every reason.
+    pub fn refused_total(&self) -> u64 {
+        self.refused.iter().map(|c| c.load(Relaxed)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::BulkheadName;
+
+    #[test]
+    fn reasons_line_up_with_error_labels() {
+        let name = BulkheadName::new("x");
+        let d = std::time::Duration::ZERO;
+        for err in [
+            BulkheadError::Full { name: name.clone() },
+            BulkheadError::Timeout {
+                name: name.clone(),
+                waited: d,
+            },
+            BulkheadError::QueueTimeout {
+                name: name.clone(),
+                waited: d,
+            },
+            BulkheadError::RateLimited {
+                name: name.clone(),
+                retry_after: d,
+            },
+            BulkheadError::ShutDown { name: name.clone() },
+        ] {
+            assert_eq!(REFUSAL_REASONS[refusal_index(&err)], err.reason());
+        }
+    }
+}
