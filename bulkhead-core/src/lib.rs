@@ -8,7 +8,9 @@
 mod clock;
 mod error;
 mod reentry;
+mod snapshot;
 mod stats;
 
 pub use clock::{Clock, ManualClock, Sleep, SystemClock, system_clock};
 pub use error::{BulkheadError, BulkheadName, Refused};
+pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};

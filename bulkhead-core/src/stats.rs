@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::BulkheadError;
+use crate::snapshot::{CallCounts, RefusalCounts};
 
 /// Counters kept by every bulkhead.
 #[derive(Debug, Default)]
@@ -53,6 +54,25 @@ impl Counters {
     /// Total refusals of every reason.
     pub fn refused_total(&self) -> u64 {
         self.refused.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// The counters as plain numbers, for a [`BulkheadSnapshot`](crate::BulkheadSnapshot).
+    pub fn counts(&self) -> CallCounts {
+        let refused = |i: usize| self.refused[i].load(Relaxed);
+        CallCounts {
+            permitted: self.permitted.load(Relaxed),
+            completed: self.completed.load(Relaxed),
+            panicked: self.panicked.load(Relaxed),
+            cancelled: self.cancelled.load(Relaxed),
+            reentrant: self.reentrant.load(Relaxed),
+            refused: RefusalCounts {
+                full: refused(0),
+                timeout: refused(1),
+                queue_timeout: refused(2),
+                rate_limited: refused(3),
+                shut_down: refused(4),
+            },
+        }
     }
 }
 

@@ -1,0 +1,87 @@
+//! A point-in-time view of one bulkhead, shared by both kinds.
+//!
+//! A snapshot is read from relaxed counters and gauges without stopping the bulkhead, so
+//! its fields are each accurate but not taken at exactly the same instant (for example
+//! `active + available` may briefly differ from `limit` while a permit is changing hands).
+//! Saturation is information for dashboards and alerts, never a failed health check.
+
+use bulkhead_config::Kind;
+
+use crate::BulkheadName;
+
+/// What one bulkhead looks like right now: its limits, its load and its call counters.
+///
+/// Fields that only make sense for a thread pool (`pool_size`, `largest_pool_size`,
+/// `queue_capacity`) are `None` for a semaphore; `queued` is 0 for a semaphore, whose
+/// waiting callers are counted in `waiting` instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BulkheadSnapshot {
+    /// The bulkhead's name.
+    pub name: BulkheadName,
+    /// Semaphore or thread pool.
+    pub kind: Kind,
+    /// The concurrency limit: `max_concurrent_calls` for a semaphore, `max_threads` for a pool.
+    pub limit: u32,
+    /// Calls running right now (holding a permit, or running on a worker).
+    pub active: u32,
+    /// Room for more calls to start now without waiting (`limit - active`, never negative).
+    pub available: u32,
+    /// Callers blocked or awaiting admission right now (semaphore `max_wait`, pool `on_full: wait`).
+    pub waiting: u32,
+    /// Tasks accepted and waiting in a pool's queue; 0 for a semaphore.
+    pub queued: u32,
+    /// The pool's queue capacity; `None` for a semaphore.
+    pub queue_capacity: Option<u32>,
+    /// Worker threads alive right now; `None` for a semaphore.
+    pub pool_size: Option<u32>,
+    /// The most worker threads ever alive at once; `None` for a semaphore.
+    pub largest_pool_size: Option<u32>,
+    /// What happened to the calls made so far.
+    pub calls: CallCounts,
+}
+
+/// Cumulative call counters of one bulkhead since it was built.
+///
+/// Every admitted call ends up in exactly one of `completed`, `panicked` or `cancelled`
+/// once it is over, so at rest `permitted == completed + panicked + cancelled`.
+/// Re-entrant calls ran inline without a permit and are counted only in `reentrant`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallCounts {
+    /// Calls admitted (given a permit or accepted into the pool).
+    pub permitted: u64,
+    /// Admitted calls whose body returned.
+    pub completed: u64,
+    /// Admitted calls whose body panicked.
+    pub panicked: u64,
+    /// Admitted calls given up before or while running (a dropped future, shutdown).
+    pub cancelled: u64,
+    /// Calls that entered a bulkhead they were already inside and ran inline.
+    pub reentrant: u64,
+    /// Refused calls, by reason.
+    pub refused: RefusalCounts,
+}
+
+/// Refused calls of one bulkhead, by reason ([`BulkheadError::reason`](crate::BulkheadError::reason)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RefusalCounts {
+    /// `Full`: no room and no wait allowed.
+    pub full: u64,
+    /// `Timeout`: waited the whole allowance.
+    pub timeout: u64,
+    /// `QueueTimeout`: waited too long in a pool's queue.
+    pub queue_timeout: u64,
+    /// `RateLimited`: the rate limit allowed no more calls in the period.
+    pub rate_limited: u64,
+    /// `ShutDown`: the bulkhead was shutting down.
+    pub shut_down: u64,
+}
+
+impl RefusalCounts {
+    /// Refusals of every reason together.
+    pub fn total(&self) -> u64 {
+        self.full + self.timeout + self.queue_timeout + self.rate_limited + self.shut_down
+    }
+}
