@@ -8,9 +8,12 @@
 mod clock;
 mod error;
 mod reentry;
+mod semaphore;
 mod snapshot;
 mod stats;
+mod sync;
 
 pub use clock::{Clock, ManualClock, Sleep, SystemClock, system_clock};
 pub use error::{BulkheadError, BulkheadName, Refused};
+pub use semaphore::{Acquire, AsyncPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown};
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};

@@ -51,11 +51,6 @@ impl Counters {
         err
     }
 
-    /// Total refusals of every reason.
-    pub fn refused_total(&self) -> u64 {
-        self.refused.iter().map(|c| c.load(Relaxed)).sum()
-    }
-
     /// The counters as plain numbers, for a [`BulkheadSnapshot`](crate::BulkheadSnapshot).
     pub fn counts(&self) -> CallCounts {
         let refused = |i: usize| self.refused[i].load(Relaxed);

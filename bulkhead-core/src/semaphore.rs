@@ -1,0 +1,982 @@
+//! The semaphore bulkhead: a named concurrency limit whose body runs on the caller's thread
+//! or task while it holds a permit.
+//!
+//! # Implementation
+//!
+//! One atomic word, `state`, holds the number of available permits (shifted left by
+//! [`FLAG_BITS`]) and two flags: [`HAS_WAITERS`] (the waiter queue is not empty) and
+//! [`CLOSED`] (shut down: no more admission). The waiter queue is a FIFO behind a mutex.
+//!
+//! * **Fast path.** While no flag is set, acquiring is a compare-and-swap that takes one
+//!   available permit and releasing is a compare-and-swap that puts one back; neither
+//!   touches the mutex. A refusal of a full bulkhead is one load and allocates nothing.
+//! * **Slow path.** A caller that may wait locks the queue, re-checks the count and, if
+//!   it still cannot take a permit, sets [`HAS_WAITERS`] *with a compare-and-swap that also
+//!   sees the count* and enqueues itself. From then on every release sees the flag and
+//!   takes the lock too, so a permit released while someone waits is **handed directly**
+//!   to the waiter at the head of the queue (it never reaches the atomic count). That is
+//!   what makes a fair bulkhead fair: once someone waits, newcomers find no permit in the
+//!   count and queue behind them.
+//! * **Resize.** Growing by `n` hands up to `n` permits to waiters and adds the rest to the
+//!   count. Shrinking subtracts from the count, which may go negative: the permits above
+//!   the new limit are retired one by one as their holders release them (a release that
+//!   finds the count negative only increments it). Resizing never waits for running calls
+//!   and never cancels them.
+//!
+//! # Invariants
+//!
+//! 1. Permits handed out (`limit - available`) never exceed `limit`, except transiently
+//!    after a shrink, while admitted calls above the new limit finish; no new permit is
+//!    handed out until the count is positive again.
+//! 2. `available > 0` and a non-empty queue do not coexist once the queue lock is released:
+//!    permits returned while waiters exist go to the waiters first.
+//! 3. A waiter is granted at most once (its state moves `WAITING → GRANTED` or
+//!    `WAITING → CLOSED` under the queue lock, never back) and woken exactly once for it.
+//! 4. A waiter that gives up (timeout, dropped future) removes itself under the queue lock;
+//!    if it had already been granted a permit, it passes that permit on (to the next
+//!    waiter or the count): no permit is ever lost.
+//! 5. Every admitted call is counted `permitted` once, and once it is over exactly one of
+//!    `completed`, `panicked` or `cancelled`; every refusal is counted under its reason.
+//!    Re-entrant calls take no permit and are counted only as `reentrant`.
+//!
+//! # Re-entry
+//!
+//! Acquiring a bulkhead that the current thread is already inside returns a *re-entrant*
+//! permit: no permit is taken, the body runs inline, and the call is counted `reentrant`.
+//! A [`Permit`] from [`SemaphoreBulkhead::acquire`] or [`SemaphoreBulkhead::try_acquire`]
+//! marks its thread while held; an [`AsyncPermit`] marks the polling thread only while
+//! [`AsyncPermit::run_async`] polls its body (a task may move between threads between polls).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::{AcqRel, Acquire as AcquireOrd, Relaxed, Release};
+use std::task::{Context, Poll, Waker};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use bulkhead_config::{Kind, SemaphoreConfig};
+
+use crate::clock::{Clock, Sleep, system_clock};
+use crate::reentry::{self, BulkheadId, Entered};
+use crate::snapshot::BulkheadSnapshot;
+use crate::stats::Counters;
+use crate::sync::{Arc, AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Mutex};
+use crate::{BulkheadError, BulkheadName};
+
+/// Low bits of `state` used for flags; the permit count sits above them.
+const FLAG_BITS: u32 = 2;
+/// Set while the waiter queue is not empty: releases must take the slow path.
+const HAS_WAITERS: isize = 0b01;
+/// Set once the bulkhead is shut down: no more admission.
+const CLOSED: isize = 0b10;
+/// Both flags.
+const FLAGS: isize = HAS_WAITERS | CLOSED;
+/// One permit in `state`'s units.
+const ONE: isize = 1 << FLAG_BITS;
+
+/// Available permits in a `state` word (negative while a shrink is retiring permits).
+const fn available(state: isize) -> isize {
+    state >> FLAG_BITS
+}
+
+/// A semaphore bulkhead: at most `max_concurrent_calls` calls run at once, each on its
+/// caller's thread or task; others wait up to `max_wait` or are refused.
+///
+/// Cloning is cheap and every clone is the same bulkhead.
+///
+/// ```
+/// use bulkhead_config::SemaphoreConfig;
+/// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+///
+/// let config = SemaphoreConfig { max_concurrent_calls: 1, ..SemaphoreConfig::default() };
+/// let payment = SemaphoreBulkhead::new("payment", &config);
+///
+/// let held = payment.try_acquire().expect("the bulkhead is empty");
+/// // Fail fast (max_wait is 0 by default): the only permit is taken. This thread is inside
+/// // the bulkhead, so check from another thread, as another request would.
+/// std::thread::scope(|s| {
+///     s.spawn(|| {
+///         assert!(matches!(payment.call(|| 42), Err(BulkheadError::Full { .. })));
+///     });
+/// });
+/// drop(held);
+/// assert_eq!(payment.call(|| 42), Ok(42));
+/// ```
+#[derive(Clone)]
+pub struct SemaphoreBulkhead {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// Available permits `<< FLAG_BITS`, plus the flags.
+    state: AtomicIsize,
+    waiters: Mutex<Waiters>,
+    /// `max_concurrent_calls`, as last configured.
+    limit: AtomicU32,
+    /// `max_wait` in nanoseconds.
+    max_wait_nanos: AtomicU64,
+    fair: AtomicBool,
+    name: BulkheadName,
+    clock: Arc<dyn Clock>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Waiters {
+    queue: VecDeque<Arc<Waiter>>,
+    /// The thread waiting in [`SemaphoreBulkhead::shutdown`] for running calls to finish.
+    drain: Option<Thread>,
+}
+
+/// One caller waiting for a permit.
+struct Waiter {
+    /// `WAITING`, then `GRANTED` or `CLOSED`; changed only under the queue lock.
+    status: AtomicU8,
+    wake: parking_lot::Mutex<Wake>,
+}
+
+const WAITING: u8 = 0;
+const GRANTED: u8 = 1;
+const SHUT: u8 = 2;
+
+enum Wake {
+    Thread(Thread),
+    Task(Waker),
+}
+
+impl Waiter {
+    fn new(wake: Wake) -> Arc<Waiter> {
+        Arc::new(Waiter {
+            status: AtomicU8::new(WAITING),
+            wake: parking_lot::Mutex::new(wake),
+        })
+    }
+
+    fn status(&self) -> u8 {
+        self.status.load(AcquireOrd)
+    }
+
+    fn wake(&self) {
+        match &*self.wake.lock() {
+            Wake::Thread(thread) => thread.unpark(),
+            Wake::Task(waker) => waker.wake_by_ref(),
+        }
+    }
+
+    /// Replaces the stored waker if it would not wake the same task.
+    fn update_waker(&self, waker: &Waker) {
+        let mut wake = self.wake.lock();
+        if !matches!(&*wake, Wake::Task(w) if w.will_wake(waker)) {
+            *wake = Wake::Task(waker.clone());
+        }
+    }
+}
+
+/// What a waiting acquisition ended with.
+enum Waited {
+    Granted,
+    TimedOut(Duration),
+    ShutDown,
+}
+
+impl SemaphoreBulkhead {
+    /// A semaphore bulkhead named `name` on the system clock.
+    pub fn new(name: impl Into<BulkheadName>, config: &SemaphoreConfig) -> Self {
+        Self::with_clock(name, config, system_clock())
+    }
+
+    /// A semaphore bulkhead that reads time and waits through `clock` (tests pass a
+    /// [`ManualClock`](crate::ManualClock)).
+    pub fn with_clock(
+        name: impl Into<BulkheadName>,
+        config: &SemaphoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let limit = config.max_concurrent_calls;
+        SemaphoreBulkhead {
+            shared: Arc::new(Shared {
+                state: AtomicIsize::new(permits_to_state(limit)),
+                waiters: Mutex::new(Waiters::default()),
+                limit: AtomicU32::new(limit),
+                max_wait_nanos: AtomicU64::new(duration_nanos(config.max_wait.as_std())),
+                fair: AtomicBool::new(config.fair),
+                name: name.into(),
+                clock,
+                counters: Counters::default(),
+            }),
+        }
+    }
+
+    /// The bulkhead's name.
+    pub fn name(&self) -> &BulkheadName {
+        &self.shared.name
+    }
+
+    /// The current `max_concurrent_calls`.
+    pub fn limit(&self) -> u32 {
+        self.shared.limit.load(Relaxed)
+    }
+
+    /// Permits free right now (0 while a shrink is still retiring permits).
+    pub fn available(&self) -> u32 {
+        clamp_u32(available(self.shared.state.load(Relaxed)))
+    }
+
+    /// The current `max_wait`.
+    pub fn max_wait(&self) -> Duration {
+        Duration::from_nanos(self.shared.max_wait_nanos.load(Relaxed))
+    }
+
+    /// Takes a permit if one is free right now; never waits.
+    ///
+    /// Refuses with [`BulkheadError::Full`] when every permit is taken (or, for a fair
+    /// bulkhead, when others are already waiting) and [`BulkheadError::ShutDown`] after
+    /// [`shutdown`](Self::shutdown). The returned permit marks this thread as inside the
+    /// bulkhead until it is dropped.
+    pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadError> {
+        let shared = &*self.shared;
+        if reentry::is_inside(shared.id()) {
+            return Ok(Permit::new(shared.reentrant()));
+        }
+        match shared.try_take() {
+            Ok(()) => Ok(Permit::new(shared.admitted())),
+            Err(err) => Err(shared.refuse(err)),
+        }
+    }
+
+    /// Takes a permit, blocking the thread at most `max_wait` for one.
+    ///
+    /// With `max_wait` 0 this is [`try_acquire`](Self::try_acquire). Otherwise a caller that
+    /// finds no permit queues (FIFO) and is refused with [`BulkheadError::Timeout`] once the
+    /// bulkhead's clock has passed `max_wait`.
+    pub fn acquire(&self) -> Result<Permit<'_>, BulkheadError> {
+        let shared = &*self.shared;
+        if reentry::is_inside(shared.id()) {
+            return Ok(Permit::new(shared.reentrant()));
+        }
+        let refused = match shared.try_take() {
+            Ok(()) => return Ok(Permit::new(shared.admitted())),
+            Err(err) => err,
+        };
+        let max_wait = self.max_wait();
+        if max_wait.is_zero() || matches!(refused, BulkheadError::ShutDown { .. }) {
+            return Err(shared.refuse(refused));
+        }
+        match shared.wait_blocking(max_wait) {
+            Waited::Granted => Ok(Permit::new(shared.admitted())),
+            Waited::TimedOut(waited) => Err(shared.refuse(shared.timeout(waited))),
+            Waited::ShutDown => Err(shared.refuse(shared.shut_down())),
+        }
+    }
+
+    /// Takes a permit, awaiting at most `max_wait` for one, on any executor.
+    ///
+    /// Dropping the future gives up its place in the queue, and passes on a permit that was
+    /// already handed to it.
+    ///
+    /// ```
+    /// use bulkhead_config::SemaphoreConfig;
+    /// use bulkhead_core::SemaphoreBulkhead;
+    ///
+    /// let db = SemaphoreBulkhead::new("db", &SemaphoreConfig::default());
+    /// let rows = futures_executor::block_on(async {
+    ///     let permit = db.acquire_async().await?;
+    ///     Ok::<_, bulkhead_core::BulkheadError>(permit.run_async(async { 3 }).await)
+    /// });
+    /// assert_eq!(rows, Ok(3));
+    /// ```
+    pub fn acquire_async(&self) -> Acquire<'_> {
+        Acquire {
+            shared: &self.shared,
+            stage: Stage::Start,
+        }
+    }
+
+    /// Runs `body` on this thread while holding a permit (waiting at most `max_wait` for one).
+    ///
+    /// A panic in `body` reaches the caller as a panic; the permit is returned either way.
+    pub fn call<R>(&self, body: impl FnOnce() -> R) -> Result<R, BulkheadError> {
+        let permit = self.acquire()?;
+        let result = body();
+        drop(permit);
+        Ok(result)
+    }
+
+    /// Awaits a permit (at most `max_wait`), then awaits `body` while holding it.
+    ///
+    /// The bulkhead is marked "entered" on whichever thread polls `body`, during each poll,
+    /// so a nested call to the same bulkhead runs inline. Dropping the returned future at
+    /// any point releases what it held; an admitted call dropped before `body` finished is
+    /// counted `cancelled`.
+    pub async fn call_async<F: Future>(&self, body: F) -> Result<F::Output, BulkheadError> {
+        let permit = self.acquire_async().await?;
+        Ok(permit.run_async(body).await)
+    }
+
+    /// Applies new limits live.
+    ///
+    /// Growing `max_concurrent_calls` hands the new permits to waiters first. Shrinking never
+    /// cancels admitted calls and never blocks: permits above the new limit are retired as
+    /// their holders release them. `max_wait` and `fair` apply to acquisitions that start
+    /// after the call.
+    pub fn resize(&self, config: &SemaphoreConfig) {
+        let shared = &*self.shared;
+        shared
+            .max_wait_nanos
+            .store(duration_nanos(config.max_wait.as_std()), Relaxed);
+        shared.fair.store(config.fair, Relaxed);
+        let mut granted = Vec::new();
+        {
+            let mut waiters = shared.waiters.lock();
+            let new = config.max_concurrent_calls;
+            let old = shared.limit.swap(new, Relaxed);
+            if new > old {
+                shared.add_permits_locked(&mut waiters, (new - old) as usize, |w| granted.push(w));
+            } else if old > new {
+                shared.state.fetch_sub((old - new) as isize * ONE, AcqRel);
+            }
+        }
+        for waiter in granted {
+            waiter.wake();
+        }
+    }
+
+    /// Stops admission and waits (through the bulkhead's clock) at most `timeout` for the
+    /// calls that hold a permit to finish.
+    ///
+    /// Callers waiting for a permit and every later acquisition are refused with
+    /// [`BulkheadError::ShutDown`]. Running calls are never interrupted: those still
+    /// running when `timeout` passes are reported, and release their permits normally.
+    pub fn shutdown(&self, timeout: Duration) -> SemaphoreShutdown {
+        let shared = &*self.shared;
+        let deadline = shared.clock.now() + timeout;
+        let mut refused = Vec::new();
+        {
+            let mut waiters = shared.waiters.lock();
+            shared.state.fetch_or(CLOSED, AcqRel);
+            for waiter in waiters.queue.drain(..) {
+                waiter.status.store(SHUT, Release);
+                refused.push(waiter);
+            }
+            shared.state.fetch_and(!HAS_WAITERS, AcqRel);
+            waiters.drain = Some(std::thread::current());
+        }
+        let waiters_refused = refused.len() as u64;
+        for waiter in refused {
+            waiter.wake();
+        }
+        let still_running = loop {
+            let running = shared.running();
+            if running == 0 || shared.clock.now() >= deadline {
+                break running;
+            }
+            shared.clock.park_until(deadline);
+        };
+        shared.waiters.lock().drain = None;
+        SemaphoreShutdown {
+            waiters_refused,
+            still_running,
+        }
+    }
+
+    /// True once [`shutdown`](Self::shutdown) has been called.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.state.load(Relaxed) & CLOSED != 0
+    }
+
+    /// A point-in-time view of the bulkhead's limits, load and counters.
+    pub fn snapshot(&self) -> BulkheadSnapshot {
+        let shared = &*self.shared;
+        let (limit, state, waiting) = {
+            let waiters = shared.waiters.lock();
+            (
+                shared.limit.load(Relaxed),
+                shared.state.load(AcquireOrd),
+                waiters.queue.len(),
+            )
+        };
+        BulkheadSnapshot {
+            name: shared.name.clone(),
+            kind: Kind::Semaphore,
+            limit,
+            active: clamp_u32(limit as isize - available(state)),
+            available: clamp_u32(available(state)),
+            waiting: u32::try_from(waiting).unwrap_or(u32::MAX),
+            queued: 0,
+            queue_capacity: None,
+            pool_size: None,
+            largest_pool_size: None,
+            calls: shared.counters.counts(),
+        }
+    }
+}
+
+impl fmt::Debug for SemaphoreBulkhead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SemaphoreBulkhead")
+            .field("name", &self.shared.name)
+            .field("limit", &self.limit())
+            .field("available", &self.available())
+            .field("max_wait", &self.max_wait())
+            .field("fair", &self.shared.fair.load(Relaxed))
+            .finish()
+    }
+}
+
+/// What [`SemaphoreBulkhead::shutdown`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreShutdown {
+    /// Callers that were waiting for a permit and were refused with `ShutDown`.
+    pub waiters_refused: u64,
+    /// Calls still holding a permit when the timeout passed (0: everything finished).
+    pub still_running: u32,
+}
+
+impl Shared {
+    fn id(&self) -> BulkheadId {
+        self as *const Shared as BulkheadId
+    }
+
+    /// Takes one permit from the count if admission is allowed right now.
+    #[inline]
+    fn try_take(&self) -> Result<(), BulkheadError> {
+        let mut state = self.state.load(Relaxed);
+        loop {
+            if state & FLAGS != 0 && !self.may_barge(state) {
+                return Err(if state & CLOSED != 0 {
+                    self.shut_down()
+                } else {
+                    self.full()
+                });
+            }
+            if available(state) <= 0 {
+                return Err(self.full());
+            }
+            match self
+                .state
+                .compare_exchange_weak(state, state - ONE, AcquireOrd, Relaxed)
+            {
+                Ok(_) => return Ok(()),
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// With flags set, whether a newcomer may still take a permit from the count: only an
+    /// unfair bulkhead that is not shut down lets newcomers pass its waiters.
+    #[cold]
+    fn may_barge(&self, state: isize) -> bool {
+        state & CLOSED == 0 && !self.fair.load(Relaxed)
+    }
+
+    /// Gives one permit back.
+    #[inline]
+    fn release(&self) {
+        let mut state = self.state.load(Relaxed);
+        loop {
+            if state & FLAGS != 0 {
+                return self.release_slow();
+            }
+            match self
+                .state
+                .compare_exchange_weak(state, state + ONE, Release, Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    #[cold]
+    fn release_slow(&self) {
+        let mut granted = None;
+        let drain = {
+            let mut waiters = self.waiters.lock();
+            self.add_permits_locked(&mut waiters, 1, |w| granted = Some(w));
+            waiters.drain.clone()
+        };
+        if let Some(waiter) = granted {
+            waiter.wake();
+        }
+        if let Some(thread) = drain {
+            thread.unpark();
+        }
+    }
+
+    /// Adds `n` permits: first to a shrink's debt, then straight to queued waiters (each is
+    /// passed to `grant`, to be woken once the lock is released), the rest to the count.
+    fn add_permits_locked(
+        &self,
+        waiters: &mut Waiters,
+        mut n: usize,
+        mut grant: impl FnMut(Arc<Waiter>),
+    ) {
+        while n > 0 {
+            let debt = -available(self.state.load(AcquireOrd));
+            if debt > 0 {
+                let retire = n.min(debt as usize);
+                self.state.fetch_add(retire as isize * ONE, AcqRel);
+                n -= retire;
+                continue;
+            }
+            match waiters.queue.pop_front() {
+                Some(waiter) => {
+                    waiter.status.store(GRANTED, Release);
+                    grant(waiter);
+                    n -= 1;
+                }
+                None => {
+                    self.state.fetch_add(n as isize * ONE, AcqRel);
+                    n = 0;
+                }
+            }
+        }
+        if waiters.queue.is_empty() {
+            self.state.fetch_and(!HAS_WAITERS, AcqRel);
+        }
+    }
+
+    /// Under the queue lock: takes a permit if one is free and nobody is ahead (or the
+    /// bulkhead is unfair), otherwise enqueues `waiter`. Returns `Ok(true)` when it took a
+    /// permit, `Ok(false)` when it enqueued.
+    fn take_or_enqueue(&self, waiter: &Arc<Waiter>) -> Result<bool, BulkheadError> {
+        let mut waiters = self.waiters.lock();
+        let fair = self.fair.load(Relaxed);
+        let mut state = self.state.load(AcquireOrd);
+        loop {
+            if state & CLOSED != 0 {
+                return Err(self.shut_down());
+            }
+            let next = if available(state) > 0 && (waiters.queue.is_empty() || !fair) {
+                state - ONE
+            } else if state & HAS_WAITERS == 0 {
+                state | HAS_WAITERS
+            } else {
+                waiters.queue.push_back(Arc::clone(waiter));
+                return Ok(false);
+            };
+            match self.state.compare_exchange(state, next, AcqRel, AcquireOrd) {
+                Ok(_) if next & HAS_WAITERS != 0 && state & HAS_WAITERS == 0 => {
+                    // The flag is now set with the count seen empty: every release from
+                    // here on takes the lock, so nobody can miss us.
+                    waiters.queue.push_back(Arc::clone(waiter));
+                    return Ok(false);
+                }
+                Ok(_) => return Ok(true),
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// A waiter gives up (timed out or dropped). Returns true if it had been granted a
+    /// permit meanwhile, which the caller now owns.
+    fn leave_queue(&self, waiter: &Arc<Waiter>) -> bool {
+        let mut waiters = self.waiters.lock();
+        if waiter.status() == GRANTED {
+            return true;
+        }
+        if let Some(pos) = waiters.queue.iter().position(|w| Arc::ptr_eq(w, waiter)) {
+            waiters.queue.remove(pos);
+        }
+        if waiters.queue.is_empty() {
+            self.state.fetch_and(!HAS_WAITERS, AcqRel);
+        }
+        false
+    }
+
+    /// Blocks the thread until granted a permit, shut down, or `max_wait` passed.
+    fn wait_blocking(&self, max_wait: Duration) -> Waited {
+        let waiter = Waiter::new(Wake::Thread(std::thread::current()));
+        match self.take_or_enqueue(&waiter) {
+            Ok(true) => return Waited::Granted,
+            Ok(false) => {}
+            Err(_) => return Waited::ShutDown,
+        }
+        let start = self.clock.now();
+        let deadline = start + max_wait;
+        loop {
+            match waiter.status() {
+                GRANTED => return Waited::Granted,
+                SHUT => return Waited::ShutDown,
+                _ => {}
+            }
+            let now = self.clock.now();
+            if now >= deadline {
+                return if self.leave_queue(&waiter) {
+                    Waited::Granted
+                } else if waiter.status() == SHUT {
+                    Waited::ShutDown
+                } else {
+                    Waited::TimedOut(now - start)
+                };
+            }
+            self.clock.park_until(deadline);
+        }
+    }
+
+    /// Calls holding a permit right now.
+    fn running(&self) -> u32 {
+        clamp_u32(self.limit.load(Relaxed) as isize - available(self.state.load(AcquireOrd)))
+    }
+
+    /// A permit for an admitted call, counted `permitted`.
+    fn admitted(&self) -> RawPermit<'_> {
+        self.counters.permitted.fetch_add(1, Relaxed);
+        RawPermit::new(self, true)
+    }
+
+    /// An inline permit for a re-entrant call, counted `reentrant`; holds nothing.
+    fn reentrant(&self) -> RawPermit<'_> {
+        self.counters.reentrant.fetch_add(1, Relaxed);
+        RawPermit::new(self, false)
+    }
+
+    fn full(&self) -> BulkheadError {
+        BulkheadError::Full {
+            name: self.name.clone(),
+        }
+    }
+
+    fn shut_down(&self) -> BulkheadError {
+        BulkheadError::ShutDown {
+            name: self.name.clone(),
+        }
+    }
+
+    fn timeout(&self, waited: Duration) -> BulkheadError {
+        BulkheadError::Timeout {
+            name: self.name.clone(),
+            waited,
+        }
+    }
+
+    /// Counts and logs a refusal, handing the error back.
+    #[cold]
+    fn refuse(&self, err: BulkheadError) -> BulkheadError {
+        tracing::warn!(
+            bulkhead = %self.name,
+            kind = "semaphore",
+            reason = err.reason(),
+            limit = self.limit.load(Relaxed),
+            available = available(self.state.load(Relaxed)),
+            "bulkhead refused a call"
+        );
+        self.counters.refuse(err)
+    }
+}
+
+/// A permit as the accounting sees it: held (returned on drop) or re-entrant (nothing to
+/// return). Counts the call's outcome when dropped.
+struct RawPermit<'a> {
+    shared: &'a Shared,
+    held: bool,
+    /// Set when an async body was dropped before it finished.
+    cancelled: bool,
+}
+
+impl<'a> RawPermit<'a> {
+    fn new(shared: &'a Shared, held: bool) -> Self {
+        RawPermit {
+            shared,
+            held,
+            cancelled: false,
+        }
+    }
+
+    fn id(&self) -> BulkheadId {
+        self.shared.id()
+    }
+}
+
+impl Drop for RawPermit<'_> {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let counters = &self.shared.counters;
+        let outcome = if std::thread::panicking() {
+            &counters.panicked
+        } else if self.cancelled {
+            &counters.cancelled
+        } else {
+            &counters.completed
+        };
+        outcome.fetch_add(1, Relaxed);
+        self.shared.release();
+    }
+}
+
+/// A permit of a [`SemaphoreBulkhead`], held by a synchronous caller; returned when dropped
+/// (also during a panic's unwinding).
+///
+/// While it lives, the thread that acquired it counts as inside the bulkhead, so a nested
+/// call to the same bulkhead on this thread runs inline instead of waiting for a permit it
+/// holds itself. It therefore stays on that thread (`!Send`); async code gets an
+/// [`AsyncPermit`] instead.
+#[must_use = "the permit is returned as soon as it is dropped"]
+pub struct Permit<'a> {
+    raw: RawPermit<'a>,
+    _inside: Option<Entered>,
+}
+
+impl<'a> Permit<'a> {
+    fn new(raw: RawPermit<'a>) -> Self {
+        let inside = raw.held.then(|| reentry::enter(raw.id()));
+        Permit {
+            raw,
+            _inside: inside,
+        }
+    }
+
+    /// True when this permit was given to a re-entrant call: it holds no permit, and the
+    /// call runs inline inside the permit its thread already holds.
+    pub fn is_reentrant(&self) -> bool {
+        !self.raw.held
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("bulkhead", &self.raw.shared.name)
+            .field("reentrant", &self.is_reentrant())
+            .finish()
+    }
+}
+
+/// A permit of a [`SemaphoreBulkhead`] held by an async caller; returned when dropped.
+///
+/// It does not mark any thread by itself (a task may move between threads); run the body
+/// through [`run_async`](Self::run_async) so that nested calls to the same bulkhead made
+/// while it is polled run inline.
+#[must_use = "the permit is returned as soon as it is dropped"]
+pub struct AsyncPermit<'a> {
+    raw: RawPermit<'a>,
+}
+
+impl<'a> AsyncPermit<'a> {
+    /// True when this permit was given to a re-entrant call (see [`Permit::is_reentrant`]).
+    pub fn is_reentrant(&self) -> bool {
+        !self.raw.held
+    }
+
+    /// Awaits `body` while holding this permit, marking the bulkhead "entered" on the
+    /// polling thread during each poll. The permit is returned when the body finishes or
+    /// the returned future is dropped (then the call counts as `cancelled`).
+    pub fn run_async<F: Future>(self, body: F) -> RunAsync<'a, F> {
+        RunAsync {
+            permit: Some(self),
+            body,
+        }
+    }
+}
+
+impl fmt::Debug for AsyncPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncPermit")
+            .field("bulkhead", &self.raw.shared.name)
+            .field("reentrant", &self.is_reentrant())
+            .finish()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`AsyncPermit::run_async`]: `body`, polled inside the bulkhead.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct RunAsync<'a, F> {
+        permit: Option<AsyncPermit<'a>>,
+        #[pin]
+        body: F,
+    }
+
+    impl<'a, F> PinnedDrop for RunAsync<'a, F> {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(permit) = this.project().permit.as_mut() {
+                // Dropped before the body finished.
+                permit.raw.cancelled = true;
+            }
+        }
+    }
+}
+
+impl<F: Future> Future for RunAsync<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let Some(permit) = this.permit.as_ref() else {
+            panic!("`RunAsync` polled after it completed");
+        };
+        let _inside = reentry::enter(permit.raw.id());
+        let output = std::task::ready!(this.body.poll(cx));
+        // The body finished: return the permit now, counted completed.
+        *this.permit = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<F> fmt::Debug for RunAsync<'_, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunAsync")
+            .field("permit", &self.permit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`SemaphoreBulkhead::acquire_async`]: resolves to a permit, or to the
+/// refusal. Needs no particular executor; waits go through the bulkhead's clock.
+#[must_use = "futures do nothing unless polled"]
+pub struct Acquire<'a> {
+    shared: &'a Shared,
+    stage: Stage,
+}
+
+enum Stage {
+    /// Not polled yet.
+    Start,
+    /// In the waiter queue since `start`, until `sleep` fires.
+    Queued {
+        waiter: Arc<Waiter>,
+        sleep: Sleep,
+        start: Instant,
+    },
+    /// Resolved.
+    Done,
+}
+
+impl<'a> Future for Acquire<'a> {
+    type Output = Result<AsyncPermit<'a>, BulkheadError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let shared = self.shared;
+        let result = match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Start => {
+                if reentry::is_inside(shared.id()) {
+                    return Poll::Ready(Ok(AsyncPermit {
+                        raw: shared.reentrant(),
+                    }));
+                }
+                let refused = match shared.try_take() {
+                    Ok(()) => {
+                        return Poll::Ready(Ok(AsyncPermit {
+                            raw: shared.admitted(),
+                        }));
+                    }
+                    Err(err) => err,
+                };
+                let max_wait = Duration::from_nanos(shared.max_wait_nanos.load(Relaxed));
+                if max_wait.is_zero() || matches!(refused, BulkheadError::ShutDown { .. }) {
+                    return Poll::Ready(Err(shared.refuse(refused)));
+                }
+                let waiter = Waiter::new(Wake::Task(cx.waker().clone()));
+                match shared.take_or_enqueue(&waiter) {
+                    Ok(true) => Waited::Granted,
+                    Err(err) => return Poll::Ready(Err(shared.refuse(err))),
+                    Ok(false) => {
+                        let start = shared.clock.now();
+                        self.stage = Stage::Queued {
+                            waiter,
+                            sleep: shared.clock.sleep_until(start + max_wait),
+                            start,
+                        };
+                        return self.poll(cx);
+                    }
+                }
+            }
+            Stage::Queued {
+                waiter,
+                mut sleep,
+                start,
+            } => match poll_queued(shared, &waiter, &mut sleep, start, cx) {
+                Some(waited) => waited,
+                None => {
+                    self.stage = Stage::Queued {
+                        waiter,
+                        sleep,
+                        start,
+                    };
+                    return Poll::Pending;
+                }
+            },
+            Stage::Done => panic!("`Acquire` polled after it completed"),
+        };
+        Poll::Ready(match result {
+            Waited::Granted => Ok(AsyncPermit {
+                raw: shared.admitted(),
+            }),
+            Waited::TimedOut(waited) => Err(shared.refuse(shared.timeout(waited))),
+            Waited::ShutDown => Err(shared.refuse(shared.shut_down())),
+        })
+    }
+}
+
+/// One poll of a queued async waiter: `Some` once it is resolved.
+fn poll_queued(
+    shared: &Shared,
+    waiter: &Arc<Waiter>,
+    sleep: &mut Sleep,
+    start: Instant,
+    cx: &mut Context<'_>,
+) -> Option<Waited> {
+    match waiter.status() {
+        GRANTED => return Some(Waited::Granted),
+        SHUT => return Some(Waited::ShutDown),
+        _ => {}
+    }
+    if sleep.as_mut().poll(cx).is_ready() {
+        return Some(if shared.leave_queue(waiter) {
+            Waited::Granted
+        } else if waiter.status() == SHUT {
+            Waited::ShutDown
+        } else {
+            Waited::TimedOut(shared.clock.now() - start)
+        });
+    }
+    waiter.update_waker(cx.waker());
+    // A grant between the status check and the waker update woke the old waker; look again.
+    match waiter.status() {
+        GRANTED => Some(Waited::Granted),
+        SHUT => Some(Waited::ShutDown),
+        _ => None,
+    }
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        if let Stage::Queued { waiter, .. } = &self.stage
+            && self.shared.leave_queue(waiter)
+        {
+            // A permit was handed to us but never reached the caller: pass it on.
+            self.shared.release_slow();
+        }
+    }
+}
+
+impl fmt::Debug for Acquire<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stage = match self.stage {
+            Stage::Start => "start",
+            Stage::Queued { .. } => "queued",
+            Stage::Done => "done",
+        };
+        f.debug_struct("Acquire")
+            .field("bulkhead", &self.shared.name)
+            .field("stage", &stage)
+            .finish()
+    }
+}
+
+fn permits_to_state(permits: u32) -> isize {
+    permits as isize * ONE
+}
+
+fn clamp_u32(n: isize) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,61 @@
+//! The synchronisation primitives the admission code uses, in one place, so a loom model
+//! can swap them for loom's instrumented versions (`RUSTFLAGS="--cfg loom"`).
+//!
+//! Outside loom: std atomics and `Arc`, and parking_lot's `Mutex` (no lock poisoning, so a
+//! panicking body can never turn into a poisoned bulkhead). Under loom: loom's atomics,
+//! `Arc` and `Mutex`, behind the same `lock()` signature.
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64};
+
+/// A mutual-exclusion lock whose `lock()` cannot fail.
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T> {
+    #[cfg(not(loom))]
+    inner: parking_lot::Mutex<T>,
+    #[cfg(loom)]
+    inner: loom::sync::Mutex<T>,
+}
+
+/// The guard of a locked [`Mutex`].
+#[cfg(not(loom))]
+pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+/// The guard of a locked [`Mutex`].
+#[cfg(loom)]
+pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+impl<T> Mutex<T> {
+    /// A new, unlocked mutex holding `value`.
+    pub(crate) fn new(value: T) -> Self {
+        Mutex {
+            #[cfg(not(loom))]
+            inner: parking_lot::Mutex::new(value),
+            #[cfg(loom)]
+            inner: loom::sync::Mutex::new(value),
+        }
+    }
+
+    /// Locks, blocking the thread until the lock is free.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        #[cfg(not(loom))]
+        {
+            self.inner.lock()
+        }
+        #[cfg(loom)]
+        {
+            // loom's mutex mirrors std's API; a poisoned lock only happens when a model
+            // thread already panicked, which fails the model anyway.
+            match self.inner.lock() {
+                Ok(guard) => guard,
+                Err(poisoned) => poisoned.into_inner(),
+            }
+        }
+    }
+}
