@@ -150,7 +150,7 @@ impl fmt::Display for Duration {
         }
         for (unit, per) in units {
             // The largest unit that divides it exactly: `1500ms`, not `1.5s`.
-            if nanos % per == 0 {
+            if nanos.is_multiple_of(per) {
                 return write!(f, "{}{}", nanos / per, unit);
             }
         }

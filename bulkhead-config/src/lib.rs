@@ -3,12 +3,127 @@
 //! One set of types drives everything: parsing, the JSON Schema, the compile-time checks
 //! made by `#[bulkhead]`, and the runtime in `bulkhead-core`.
 //!
+//! - [`parse_file`] reads one `bulkheads.yaml` (templates resolved, every problem reported
+//!   with file, line, column and key path) into the resolved [`Config`];
+//! - [`Layers`] (feature `layers`) stacks the embedded config, deploy files and `BULKHEAD_…`
+//!   environment variables with figment;
+//! - [`check_against`] says whether a deploy may replace what the code declares;
+//! - [`json_schema`] is the schema editors use; [`suggest`] sizes a pool from numbers.
+//!
+//! ```
+//! let parsed = bulkhead_config::parse_file("bulkheads.yaml", r#"
+//! templates:
+//!   query: { kind: thread-pool, core_threads: 20, max_threads: 40, queue_capacity: 200 }
+//! bulkheads:
+//!   product-detail: { extends: query, max_queue_wait: 800ms }
+//! "#).unwrap();
+//! let pool = &parsed.config.bulkheads["product-detail"];
+//! assert_eq!(pool.kind(), bulkhead_config::Kind::ThreadPool);
+//! ```
+//!
 //! [bulkhead]: https://docs.rs/bulkhead
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod against;
+mod check;
+mod diagnostic;
 mod duration;
+mod file;
+#[cfg(feature = "layers")]
+mod layers;
+mod lint;
+mod suggest;
 mod types;
+mod yaml;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use against::check_against;
+pub use diagnostic::{Diagnostic, Diagnostics, Severity};
 pub use duration::{Duration, DurationParseError};
+pub use file::{
+    BulkheadSpec, ConfigFile, MAX_CONCURRENT_CALLS, MAX_QUEUE_CAPACITY, MAX_THREADS_PER_POOL,
+    json_schema, json_schema_text,
+};
+#[cfg(feature = "layers")]
+pub use layers::{ENV_PREFIX, Layers, env_var_name};
+pub use lint::{LONG_QUEUE_WARNING, TOTAL_THREADS_WARNING, worst_case_queue_wait};
+pub use suggest::{Suggestion, suggest};
 pub use types::*;
+pub use yaml::{MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES};
+
+/// A config that parsed and validated: the resolved bulkheads and the lints' warnings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    /// The resolved bulkheads, templates applied.
+    pub config: Config,
+    /// Lint warnings (never errors): sizes that work but will hurt under load.
+    pub warnings: Diagnostics,
+    /// Where each bulkhead's name was written.
+    locations: BTreeMap<String, diagnostic::Location>,
+}
+
+impl Parsed {
+    /// Where the bulkhead `name` was declared: (file, line, column).
+    pub fn declared_at(&self, name: &str) -> Option<(&str, usize, usize)> {
+        self.locations
+            .get(name)
+            .map(|l| (&*l.file, l.line, l.column))
+    }
+
+    pub(crate) fn from_checked(checked: check::Checked) -> Self {
+        Parsed {
+            config: checked.config,
+            warnings: checked.warnings,
+            locations: checked.locations,
+        }
+    }
+}
+
+/// Reads a YAML document the way [`parse_file`] does (same limits, same scalar rules) and
+/// returns it as JSON, for validating it against [`json_schema`] with a JSON Schema tool.
+///
+/// ```
+/// let json = bulkhead_config::yaml_to_json("f.yaml", "bulkheads: { db: { kind: semaphore } }").unwrap();
+/// assert_eq!(json["bulkheads"]["db"]["kind"], "semaphore");
+/// ```
+pub fn yaml_to_json(
+    path_for_messages: &str,
+    source: &str,
+) -> Result<serde_json::Value, Diagnostics> {
+    let (root, _) = yaml::parse(&Arc::from(path_for_messages), source)?;
+    Ok(root.to_json())
+}
+
+/// Parses, validates and resolves one config document.
+///
+/// `path_for_messages` is how diagnostics name the file. On success the warnings of the
+/// lints are in [`Parsed::warnings`]; on failure every error found is returned at once,
+/// sorted by position.
+///
+/// ```
+/// let err = bulkhead_config::parse_file("bulkheads.yaml", "bulkheads:\n  payment:\n    kind: semaphore\n    maxConcurrentCall: 10\n").unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "bulkheads.yaml:4:5: error: bulkheads.payment.maxConcurrentCall: unknown key \
+///      `maxConcurrentCall`: did you mean `max_concurrent_calls`?"
+/// );
+/// ```
+pub fn parse_file(path_for_messages: &str, source: &str) -> Result<Parsed, Diagnostics> {
+    let file: Arc<str> = Arc::from(path_for_messages);
+    let (root, mut problems) = yaml::parse(&file, source)?;
+    match check::check(&root, None) {
+        Ok(checked) if problems.is_empty() => Ok(Parsed::from_checked(checked)),
+        Ok(_) => {
+            problems.sort();
+            Err(problems)
+        }
+        Err(errors) => {
+            problems.extend(errors);
+            problems.sort();
+            Err(problems)
+        }
+    }
+}

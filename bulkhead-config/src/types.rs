@@ -210,6 +210,7 @@ pub struct CodelConfig {
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
     /// Admissions allowed in each period (at least 1).
+    #[schemars(range(min = 1))]
     pub limit_for_period: u32,
     /// The period's length, with a unit (Resilience4j's default `500` meant nanoseconds).
     pub refresh_period: Duration,
@@ -224,12 +225,16 @@ pub struct RateLimitConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct SaturationThresholds {
     /// Active calls / limit at which saturation is `warning`. Default 0.8.
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub active_warning: f64,
     /// Active calls / limit at which saturation is `critical`. Default 0.95.
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub active_critical: f64,
     /// Queued tasks / queue capacity at which saturation is `warning`. Default 0.7.
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub queue_warning: f64,
     /// Queued tasks / queue capacity at which saturation is `critical`. Default 0.9.
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub queue_critical: f64,
 }
 

@@ -1,5 +1,294 @@
-//! The `bulkhead` command-line tool: validates deploy configs in CI/CD.
-fn main() {
-    eprintln!("bulkhead: the CLI is not built yet");
-    std::process::exit(2);
+//! The `bulkhead` command-line tool: checks, explains and sizes bulkhead configs in CI/CD.
+//!
+//! ```text
+//! bulkhead check FILE...                          exit 0 valid, 1 problems, 2 usage or I/O error
+//! bulkhead check --against bulkheads.yaml DEPLOY  a deploy may change sizes, not kinds
+//! bulkhead schema                                 the JSON Schema
+//! bulkhead explain FILE                           the resolved table, with worst-case waits
+//! bulkhead suggest --qps N --latency D [--timeout D]
+//! ```
+//!
+//! Diagnostics are printed as `FILE:LINE:COL: error: <key path>: <message>` followed by the
+//! source line with the spot underlined (a few lines of our own: the format above is the
+//! contract, and a rendering crate would impose its own header), or as JSON with
+//! `--format json`.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use bulkhead_config::{
+    Diagnostic, Diagnostics, Duration, Layers, Limits, OnFull, Parsed, worst_case_queue_wait,
+};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "bulkhead",
+    version,
+    about = "Check, explain and size bulkhead configs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate config files: schema, rules and sizing lints.
+    Check {
+        /// The files to check (deploy files when `--against` is given).
+        #[arg(required = true)]
+        files: Vec<String>,
+        /// The config the code declares (`bulkheads.yaml`); each FILE is layered on it as a
+        /// deploy and may change sizes, not kinds.
+        #[arg(long, value_name = "DECLARED")]
+        against: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// Exit 1 on warnings too.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Print the JSON Schema of the config format.
+    Schema,
+    /// Print the resolved bulkheads (templates and `BULKHEAD_…` environment applied).
+    Explain {
+        /// The config file.
+        file: String,
+    },
+    /// Suggest a thread-pool entry sized from QPS and latency (seed 002's rule).
+    Suggest {
+        /// Expected calls per second.
+        #[arg(long)]
+        qps: f64,
+        /// Usual latency of one call, with a unit (`80ms`).
+        #[arg(long)]
+        latency: Duration,
+        /// The client's timeout: the queue is capped so the worst-case wait fits in it.
+        #[arg(long)]
+        timeout: Option<Duration>,
+        /// The bulkhead's name in the printed entry.
+        #[arg(long, default_value = "my-dependency")]
+        name: String,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Human,
+    Json,
+}
+
+/// Exit status: problems found.
+const PROBLEMS: u8 = 1;
+/// Exit status: usage or I/O error.
+const USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check {
+            files,
+            against,
+            format,
+            deny_warnings,
+        } => check(&files, against.as_deref(), format, deny_warnings),
+        Command::Schema => emit(&bulkhead_config::json_schema_text(), ExitCode::SUCCESS),
+        Command::Explain { file } => explain(&file),
+        Command::Suggest {
+            qps,
+            latency,
+            timeout,
+            name,
+        } => {
+            if !(qps.is_finite() && qps > 0.0) {
+                eprintln!("bulkhead: --qps must be a positive number");
+                return ExitCode::from(USAGE);
+            }
+            let s = bulkhead_config::suggest(qps, latency, timeout);
+            emit(&s.to_yaml(&name), ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Writes `text` to standard output; a closed pipe is not a crash but exit 2.
+fn emit(text: &str, status: ExitCode) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => status,
+        Err(_) => ExitCode::from(USAGE),
+    }
+}
+
+/// A file's text, or exit 2.
+fn read(path: &str) -> Result<String, ExitCode> {
+    std::fs::read_to_string(path).map_err(|e| {
+        eprintln!("bulkhead: cannot read {path}: {e}");
+        ExitCode::from(USAGE)
+    })
+}
+
+fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings: bool) -> ExitCode {
+    let declared = match against {
+        Some(path) => match read(path) {
+            Ok(text) => Some((path, text)),
+            Err(code) => return code,
+        },
+        None => None,
+    };
+    let mut all = Diagnostics::new();
+    let mut sources = Vec::new();
+    if let Some((path, text)) = &declared {
+        sources.push((path.to_string(), text.clone()));
+    }
+    for file in files {
+        let text = match read(file) {
+            Ok(text) => text,
+            Err(code) => return code,
+        };
+        let result = match &declared {
+            None => bulkhead_config::parse_file(file, &text).map(|p| p.warnings),
+            Some((path, declared_text)) => Layers::new(path, declared_text)
+                .yaml(file, &text)
+                .and_then(|layers| layers.resolve())
+                .map(|p: Parsed| p.warnings),
+        };
+        match result {
+            Ok(warnings) => all.extend(warnings),
+            Err(errors) => all.extend(errors),
+        }
+        sources.push((file.clone(), text));
+    }
+    let errors = all.iter().filter(|d| d.is_error()).count();
+    let warnings = all.len() - errors;
+    let report = match format {
+        Format::Json => format!(
+            "{}\n",
+            serde_json::json!({
+                "files": files,
+                "errors": errors,
+                "warnings": warnings,
+                "diagnostics": all,
+            })
+        ),
+        Format::Human => {
+            let mut report: String = all
+                .iter()
+                .map(|d| {
+                    let source = sources.iter().find(|(f, _)| *f == d.file);
+                    render(d, source.map(|(_, t)| t.as_str()))
+                })
+                .collect();
+            if all.is_empty() {
+                report.push_str(&format!("ok: {} file(s), no problems\n", files.len()));
+            } else {
+                report.push_str(&format!("{errors} error(s), {warnings} warning(s)\n"));
+            }
+            report
+        }
+    };
+    let status = if errors > 0 || (deny_warnings && warnings > 0) {
+        ExitCode::from(PROBLEMS)
+    } else {
+        ExitCode::SUCCESS
+    };
+    emit(&report, status)
+}
+
+/// The headline and, when the source is at hand, the line with the spot underlined.
+fn render(d: &Diagnostic, source: Option<&str>) -> String {
+    let mut out = format!("{d}\n");
+    let Some(line) = source.and_then(|s| s.lines().nth(d.line.checked_sub(1)?)) else {
+        return out;
+    };
+    let gutter = d.line.to_string();
+    let pad = " ".repeat(gutter.len());
+    let start = d.column.saturating_sub(1);
+    let width = line
+        .chars()
+        .skip(start)
+        .take_while(|c| !c.is_whitespace() && !matches!(c, ':' | ',' | '}' | ']'))
+        .count()
+        .max(1);
+    out.push_str(&format!(
+        "{pad} |\n{gutter} | {line}\n{pad} | {}{}\n",
+        " ".repeat(start),
+        "^".repeat(width)
+    ));
+    out
+}
+
+fn explain(path: &str) -> ExitCode {
+    let text = match read(path) {
+        Ok(text) => text,
+        Err(code) => return code,
+    };
+    let parsed = match Layers::new(path, &text).env().resolve() {
+        Ok(parsed) => parsed,
+        Err(errors) => {
+            let text: String = errors.iter().map(|d| render(d, Some(&text))).collect();
+            return emit(&text, ExitCode::from(PROBLEMS));
+        }
+    };
+    let mut rows = vec![[
+        "bulkhead".to_owned(),
+        "kind".to_owned(),
+        "limit".to_owned(),
+        "queue".to_owned(),
+        "when full".to_owned(),
+        "max queue wait".to_owned(),
+        "worst-case queue wait".to_owned(),
+    ]];
+    for (name, b) in &parsed.config.bulkheads {
+        let row = match &b.limits {
+            Limits::Semaphore(s) => [
+                name.clone(),
+                "semaphore".to_owned(),
+                format!("{} permits", s.max_concurrent_calls),
+                "-".to_owned(),
+                if s.max_wait.is_zero() {
+                    "fail fast".to_owned()
+                } else {
+                    format!("wait {}", s.max_wait)
+                },
+                "-".to_owned(),
+                "-".to_owned(),
+            ],
+            Limits::ThreadPool(t) => [
+                name.clone(),
+                "thread-pool".to_owned(),
+                format!("{}..{} threads", t.core_threads, t.max_threads),
+                t.queue_capacity.to_string(),
+                match t.on_full {
+                    OnFull::Abort => "abort".to_owned(),
+                    OnFull::CallerRuns => "caller-runs".to_owned(),
+                    OnFull::Wait(d) => format!("wait {d}"),
+                },
+                t.max_queue_wait.map_or("-".to_owned(), |d| d.to_string()),
+                match b.expected.and_then(|e| worst_case_queue_wait(t, e.latency)) {
+                    Some(wait) => wait.to_string(),
+                    None => "? (set expected.latency)".to_owned(),
+                },
+            ],
+        };
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut table = String::new();
+    for row in &rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        table.push_str(line.join("  ").trim_end());
+        table.push('\n');
+    }
+    for w in &parsed.warnings {
+        table.push_str(&render(w, Some(&text)));
+    }
+    emit(&table, ExitCode::SUCCESS)
 }

@@ -1,0 +1,777 @@
+//! Validation and template resolution: from a positioned tree to a resolved [`Config`].
+//!
+//! Invariants:
+//!
+//! - every problem is collected; nothing stops at the first one, and one bad key does not
+//!   hide the problems of its neighbours;
+//! - every diagnostic points at the key or value that causes it (inside a template when the
+//!   value is inherited from one), and names its full key path;
+//! - the key sets and value types come from the serde types of [`crate::file`] and their
+//!   JSON Schema, never from a second hand-written list;
+//! - a [`Config`] is returned only when there is no error.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
+use crate::file::{
+    BulkheadSpec, MAX_CONCURRENT_CALLS, MAX_QUEUE_CAPACITY, MAX_THREADS_PER_POOL, kind_keys,
+};
+use crate::yaml::{Key, Node, NodeValue, ScalarValue};
+use crate::{Config, Duration, Kind, Limits};
+
+/// The two sections of a file.
+const SECTIONS: [&str; 2] = ["templates", "bulkheads"];
+
+/// What a successful check produces.
+pub(crate) struct Checked {
+    pub config: Config,
+    pub warnings: Diagnostics,
+    pub locations: BTreeMap<String, Location>,
+}
+
+/// Checks a whole document. `declared` is the configuration the code declares, when the
+/// document is a layered deploy: a bulkhead may not change its kind there.
+pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, Diagnostics> {
+    let mut ctx = Checker {
+        root,
+        diagnostics: Diagnostics::new(),
+        specs: BTreeMap::new(),
+        invalid: BTreeMap::new(),
+    };
+    ctx.read_sections();
+    let resolved = ctx.resolve_all();
+    let mut config = Config::default();
+    let mut locations = BTreeMap::new();
+    for (name, (spec, chain)) in &resolved {
+        let entry = Entry {
+            section: "bulkheads",
+            name,
+            chain,
+        };
+        locations.insert(name.clone(), ctx.name_location("bulkheads", name));
+        let Some(kind) = spec.kind else {
+            if ctx.was_invalid("bulkheads", name, "kind") {
+                continue;
+            }
+            ctx.error(
+                ctx.name_location("bulkheads", name),
+                format!("bulkheads.{name}"),
+                "has no `kind`: add `kind: semaphore` or `kind: thread-pool`, or \
+                 `extends:` a template that sets it",
+            );
+            continue;
+        };
+        if let Some(declared) = declared.and_then(|d| d.bulkheads.get(name.as_str()))
+            && declared.kind() != kind
+        {
+            let (path, location) = ctx.locate(&entry, &["kind"]);
+            ctx.error(
+                location,
+                path,
+                format!(
+                    "the code declares `{name}` as a {} and a deploy may change sizes, not \
+                         kinds: remove this `kind` (or the `extends` that brings it)",
+                    declared.kind()
+                ),
+            );
+            continue;
+        }
+        ctx.check_values(&entry, spec, kind);
+        config.bulkheads.insert(name.clone(), spec.resolve(kind));
+    }
+    // Templates are checked on their own too, so a broken template that nothing uses yet
+    // is still reported.
+    for name in ctx.names("templates") {
+        if let Some((spec, chain)) = ctx.resolve("templates", &name, &mut Vec::new()) {
+            let entry = Entry {
+                section: "templates",
+                name: &name,
+                chain: &chain,
+            };
+            if let Some(kind) = spec.kind {
+                ctx.check_values(&entry, &spec, kind);
+            }
+        }
+    }
+    let mut diagnostics = ctx.diagnostics;
+    if !diagnostics.has_errors() {
+        let locate = |name: &str, key: &[&str]| {
+            let chain = resolved.get(name).map(|(_, c)| c.as_slice()).unwrap_or(&[]);
+            let entry = Entry {
+                section: "bulkheads",
+                name,
+                chain,
+            };
+            locate_in(root, &entry, key)
+        };
+        let section = root
+            .get("bulkheads")
+            .map_or_else(|| root.location.clone(), |(k, _)| k.location.clone());
+        diagnostics.extend(crate::lint::lint(&config, &locate, &section));
+    }
+    diagnostics.sort();
+    let (errors, warnings) = diagnostics.partition();
+    if errors.is_empty() {
+        Ok(Checked {
+            config,
+            warnings,
+            locations,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+/// A bulkhead or template being checked, and the chain of entries its keys come from:
+/// itself first, then its template, that template's template, ….
+struct Entry<'a> {
+    section: &'static str,
+    name: &'a str,
+    chain: &'a [(String, String)],
+}
+
+/// The key path and location of `key` in the first entry of the chain that writes it,
+/// or of the entry's name when nothing does (the value is a default).
+fn locate_in(root: &Node, entry: &Entry<'_>, key: &[&str]) -> (String, Location) {
+    for (section, name) in entry.chain {
+        let mut path = vec![section.as_str(), name.as_str()];
+        path.extend_from_slice(key);
+        if let Some((_, node)) = root.find(&path) {
+            return (path.join("."), node.location.clone());
+        }
+    }
+    let location = root
+        .find(&[entry.section, entry.name])
+        .map_or_else(|| root.location.clone(), |(k, _)| k.location.clone());
+    let mut path = vec![entry.section, entry.name];
+    path.extend_from_slice(key);
+    (path.join("."), location)
+}
+
+struct Checker<'a> {
+    root: &'a Node,
+    diagnostics: Diagnostics,
+    /// The valid keys of every entry as written, by (section, name).
+    specs: BTreeMap<(&'static str, String), BulkheadSpec>,
+    /// Keys already reported as invalid, by (section, name), so follow-on problems
+    /// (such as a missing `kind` after a misspelt one) are not reported twice.
+    invalid: BTreeMap<(&'static str, String), Vec<String>>,
+}
+
+type Resolved = (BulkheadSpec, Vec<(String, String)>);
+
+impl Checker<'_> {
+    fn error(&mut self, location: Location, path: impl Into<String>, message: impl Into<String>) {
+        self.diagnostics
+            .push(Diagnostic::at(Severity::Error, &location, path, message));
+    }
+
+    /// True when `path` lies in a template that itself resolves to `kind`.
+    fn written_in_template_of_kind(&self, path: &str, kind: Kind) -> bool {
+        let Some(rest) = path.strip_prefix("templates.") else {
+            return false;
+        };
+        let mut name = rest.split('.').next().unwrap_or_default().to_owned();
+        let mut seen = Vec::new();
+        while let Some(spec) = self.specs.get(&("templates", name.clone())) {
+            if let Some(found) = spec.kind {
+                return found == kind;
+            }
+            seen.push(name.clone());
+            match &spec.extends {
+                Some(next) if !seen.contains(next) => name = next.clone(),
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    fn was_invalid(&self, section: &'static str, name: &str, key: &str) -> bool {
+        self.invalid
+            .get(&(section, name.to_owned()))
+            .is_some_and(|keys| keys.iter().any(|k| k == key))
+    }
+
+    fn mark_invalid(&mut self, section: &'static str, name: &str, key: &str) {
+        self.invalid
+            .entry((section, name.to_owned()))
+            .or_default()
+            .push(key.to_owned());
+    }
+
+    fn locate(&self, entry: &Entry<'_>, key: &[&str]) -> (String, Location) {
+        locate_in(self.root, entry, key)
+    }
+
+    fn name_location(&self, section: &str, name: &str) -> Location {
+        self.root
+            .find(&[section, name])
+            .map_or_else(|| self.root.location.clone(), |(k, _)| k.location.clone())
+    }
+
+    fn names(&self, section: &'static str) -> Vec<String> {
+        self.specs
+            .keys()
+            .filter(|(s, _)| *s == section)
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+
+    /// Reads `templates` and `bulkheads`: unknown sections and keys, names, value types.
+    fn read_sections(&mut self) {
+        let root = self.root;
+        let entries = match &root.value {
+            NodeValue::Mapping(entries) => entries,
+            _ => {
+                self.error(
+                    root.location.clone(),
+                    "",
+                    format!(
+                        "the document is {}, but a bulkheads config is a mapping with \
+                         `templates` and `bulkheads`",
+                        root.describe()
+                    ),
+                );
+                return;
+            }
+        };
+        for (key, section) in entries {
+            let Some(section_name) = SECTIONS.iter().find(|s| **s == key.text) else {
+                self.unknown_key(key, &key.text, &SECTIONS.map(String::from));
+                continue;
+            };
+            let items = match &section.value {
+                NodeValue::Mapping(items) => items,
+                NodeValue::Scalar(ScalarValue::Null) => continue,
+                _ => {
+                    self.error(
+                        section.location.clone(),
+                        *section_name,
+                        format!(
+                            "is {}, but must be a mapping from names to settings",
+                            section.describe()
+                        ),
+                    );
+                    continue;
+                }
+            };
+            for (name, body) in items {
+                self.read_entry(section_name, name, body);
+            }
+        }
+    }
+
+    fn read_entry(&mut self, section: &'static str, name: &Key, body: &Node) {
+        let path = format!("{section}.{}", display_name(&name.text));
+        if name.text.is_empty() {
+            self.error(
+                name.location.clone(),
+                path.clone(),
+                "the name is empty: give it the name `#[bulkhead(\"…\")]` uses",
+            );
+        } else if !name
+            .text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            self.error(
+                name.location.clone(),
+                path.clone(),
+                format!(
+                    "`{}` is not a valid name: use letters, digits, `-` and `_` (they become \
+                     thread names, metric labels and `BULKHEAD_…` variables)",
+                    name.text
+                ),
+            );
+        }
+        let keys = match &body.value {
+            NodeValue::Mapping(keys) => keys.as_slice(),
+            NodeValue::Scalar(ScalarValue::Null) => &[],
+            _ => {
+                self.error(
+                    body.location.clone(),
+                    path,
+                    format!(
+                        "is {}, but must be a mapping of settings such as `{{ kind: semaphore }}`",
+                        body.describe()
+                    ),
+                );
+                return;
+            }
+        };
+        let schema = spec_schema();
+        let properties = properties(schema).unwrap_or_default();
+        let known: Vec<String> = properties.iter().map(|(k, _)| k.clone()).collect();
+        let mut spec = BulkheadSpec::default();
+        for (key, value) in keys {
+            let key_path = format!("{path}.{}", key.text);
+            let Some((_, key_schema)) = properties.iter().find(|(k, _)| *k == key.text) else {
+                self.unknown_key(key, &key_path, &known);
+                continue;
+            };
+            if !self.walk(value, key_schema, &key_path) {
+                self.mark_invalid(section, &name.text, &key.text);
+                continue;
+            }
+            let one = serde_json::json!({ key.text.clone(): value.to_json() });
+            match serde_json::from_value::<BulkheadSpec>(one) {
+                Ok(part) => spec = part.over(&spec),
+                Err(e) => {
+                    self.mark_invalid(section, &name.text, &key.text);
+                    self.error(
+                        value.location.clone(),
+                        key_path,
+                        explain_serde_error(&e.to_string(), value),
+                    );
+                }
+            }
+        }
+        self.specs.insert((section, name.text.clone()), spec);
+    }
+
+    /// Checks nested keys and durations against the schema; false if it reported anything.
+    fn walk(&mut self, node: &Node, schema: &Value, path: &str) -> bool {
+        if is_duration(schema) {
+            let problem = match &node.value {
+                NodeValue::Scalar(ScalarValue::Str(s)) => s.parse::<Duration>().err(),
+                NodeValue::Scalar(ScalarValue::Int(i)) => Some(if *i < 0 {
+                    crate::DurationParseError::Negative(i.to_string())
+                } else {
+                    crate::DurationParseError::MissingUnit(i.to_string())
+                }),
+                NodeValue::Scalar(ScalarValue::Float(f)) => Some(if *f < 0.0 {
+                    crate::DurationParseError::Negative(f.to_string())
+                } else {
+                    crate::DurationParseError::MissingUnit(f.to_string())
+                }),
+                _ => None,
+            };
+            if let Some(problem) = problem {
+                self.error(node.location.clone(), path, problem.to_string());
+                return false;
+            }
+            return true;
+        }
+        let NodeValue::Mapping(entries) = &node.value else {
+            return true;
+        };
+        let Some(properties) = properties(schema) else {
+            return true;
+        };
+        let known: Vec<String> = properties.iter().map(|(k, _)| k.clone()).collect();
+        let mut ok = true;
+        for (key, value) in entries {
+            let key_path = format!("{path}.{}", key.text);
+            match properties.iter().find(|(k, _)| *k == key.text) {
+                Some((_, sub)) => ok &= self.walk(value, sub, &key_path),
+                None => {
+                    self.unknown_key(key, &key_path, &known);
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+
+    fn unknown_key(&mut self, key: &Key, path: &str, known: &[String]) {
+        let hint = match did_you_mean(&key.text, known) {
+            Some(best) => format!("did you mean `{best}`?"),
+            None => format!("expected one of {}", quoted_list(known)),
+        };
+        self.error(
+            key.location.clone(),
+            path,
+            format!("unknown key `{}`: {hint}", key.text),
+        );
+    }
+
+    /// Every bulkhead resolved through its templates.
+    fn resolve_all(&mut self) -> BTreeMap<String, Resolved> {
+        let mut out = BTreeMap::new();
+        for name in self.names("bulkheads") {
+            if let Some(resolved) = self.resolve("bulkheads", &name, &mut Vec::new()) {
+                out.insert(name, resolved);
+            }
+        }
+        out
+    }
+
+    /// `section.name` with its template chain applied; `None` after reporting a broken chain.
+    fn resolve(
+        &mut self,
+        section: &'static str,
+        name: &str,
+        visiting: &mut Vec<String>,
+    ) -> Option<Resolved> {
+        let own = self.specs.get(&(section, name.to_owned()))?.clone();
+        let mut chain = vec![(section.to_owned(), name.to_owned())];
+        let Some(template) = own.extends.clone() else {
+            return Some((own, chain));
+        };
+        let extends_path = format!("{section}.{}.extends", display_name(name));
+        let extends_location = self
+            .root
+            .find(&[section, name, "extends"])
+            .map_or_else(|| self.root.location.clone(), |(_, n)| n.location.clone());
+        if !self.specs.contains_key(&("templates", template.clone())) {
+            let templates = self.names("templates");
+            let hint = match did_you_mean(&template, &templates) {
+                Some(best) => format!("did you mean `{best}`?"),
+                None if templates.is_empty() => "this file declares no `templates`".to_owned(),
+                None => format!("the templates are {}", quoted_list(&templates)),
+            };
+            self.error(
+                extends_location,
+                extends_path,
+                format!("unknown template `{template}`: {hint}"),
+            );
+            return None;
+        }
+        if section == "templates" {
+            visiting.push(name.to_owned());
+        }
+        if let Some(start) = visiting.iter().position(|t| *t == template) {
+            // Report each cycle once, at the `extends` of its smallest member.
+            let members = &visiting[start..];
+            let first = members
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, m)| m.as_str())
+                .map_or(0, |(i, _)| i);
+            let mut cycle: Vec<String> = members[first..]
+                .iter()
+                .chain(&members[..first])
+                .cloned()
+                .collect();
+            let smallest = cycle.first().cloned().unwrap_or_default();
+            cycle.push(smallest.clone());
+            let location = self
+                .root
+                .find(&["templates", &smallest, "extends"])
+                .map_or(extends_location, |(_, n)| n.location.clone());
+            let message = format!(
+                "templates extend each other in a cycle ({}): break it by removing one \
+                 `extends`",
+                cycle.join(" → ")
+            );
+            self.error(location, format!("templates.{smallest}.extends"), message);
+            return None;
+        }
+        let (base, base_chain) = self.resolve("templates", &template, visiting)?;
+        chain.extend(base_chain);
+        let mut spec = own.over(&base);
+        spec.extends = None;
+        Some((spec, chain))
+    }
+
+    /// The rules on values of a resolved entry of a known kind.
+    fn check_values(&mut self, entry: &Entry<'_>, spec: &BulkheadSpec, kind: Kind) {
+        let other = match kind {
+            Kind::Semaphore => Kind::ThreadPool,
+            Kind::ThreadPool => Kind::Semaphore,
+        };
+        let set = serde_json::to_value(spec).unwrap_or_default();
+        for key in kind_keys(other) {
+            if set.get(&key).is_some() {
+                let (path, location) = self.locate(entry, &[&key]);
+                if entry.section == "bulkheads" && self.written_in_template_of_kind(&path, kind) {
+                    // The template is checked on its own and reports it there.
+                    continue;
+                }
+                self.error(
+                    location,
+                    path,
+                    format!(
+                        "`{key}` is a {other} setting, but `{}` is a {kind}: remove it, or \
+                         make it `kind: {other}`",
+                        entry.name
+                    ),
+                );
+            }
+        }
+        let config = spec.resolve(kind);
+        let rule = |this: &mut Self, key: &[&str], message: String| {
+            let (path, location) = this.locate(entry, key);
+            this.error(location, path, message);
+        };
+        match &config.limits {
+            Limits::Semaphore(s) => {
+                if s.max_concurrent_calls == 0 {
+                    rule(
+                        self,
+                        &["max_concurrent_calls"],
+                        "is 0: no call could ever run; set it to at least 1".into(),
+                    );
+                } else if s.max_concurrent_calls > MAX_CONCURRENT_CALLS {
+                    rule(
+                        self,
+                        &["max_concurrent_calls"],
+                        format!(
+                            "{} is absurd (the limit is {MAX_CONCURRENT_CALLS}): a bulkhead that never \
+                         fills protects nothing; size it from QPS × latency (`bulkhead suggest`)",
+                            s.max_concurrent_calls
+                        ),
+                    );
+                }
+            }
+            Limits::ThreadPool(t) => {
+                if t.max_threads == 0 {
+                    rule(
+                        self,
+                        &["max_threads"],
+                        "is 0: no task could ever run; set it to at least 1".into(),
+                    );
+                }
+                for (key, value) in [
+                    ("core_threads", t.core_threads),
+                    ("max_threads", t.max_threads),
+                ] {
+                    if value > MAX_THREADS_PER_POOL {
+                        rule(
+                            self,
+                            &[key],
+                            format!(
+                                "{value} threads is absurd (the limit is {MAX_THREADS_PER_POOL} per pool): \
+                             size it from QPS × latency (`bulkhead suggest`)"
+                            ),
+                        );
+                    }
+                }
+                if t.max_threads < t.core_threads {
+                    rule(
+                        self,
+                        &["max_threads"],
+                        format!(
+                            "is {} but `core_threads` is {}: `max_threads` must be at least \
+                         `core_threads`; raise it to {} or lower `core_threads`",
+                            t.max_threads, t.core_threads, t.core_threads
+                        ),
+                    );
+                }
+                if t.queue_capacity > MAX_QUEUE_CAPACITY {
+                    rule(
+                        self,
+                        &["queue_capacity"],
+                        format!(
+                            "{} is absurd (the limit is {MAX_QUEUE_CAPACITY}): a queue is a latency \
+                         decision — queue / throughput is the worst-case wait",
+                            t.queue_capacity
+                        ),
+                    );
+                }
+                if let Some(prefix) = &t.thread_name_prefix
+                    && prefix.contains('\0')
+                {
+                    rule(
+                        self,
+                        &["thread_name_prefix"],
+                        "contains a NUL character, which a thread name cannot hold: remove it"
+                            .into(),
+                    );
+                }
+                if let Some(codel) = t.codel {
+                    for (key, value) in [("target", codel.target), ("interval", codel.interval)] {
+                        if value.is_zero() {
+                            rule(self, &["codel", key], "is 0: CoDel needs a positive duration (Facebook uses 5ms target, 100ms interval)".into());
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(rate) = config.rate_limit {
+            if rate.limit_for_period == 0 {
+                rule(
+                    self,
+                    &["rate_limit", "limit_for_period"],
+                    "is 0: no call would ever be admitted; set it to at least 1".into(),
+                );
+            }
+            if rate.refresh_period.is_zero() {
+                rule(
+                    self,
+                    &["rate_limit", "refresh_period"],
+                    "is 0: the period must be positive, such as `1s`".into(),
+                );
+            }
+        }
+        let s = config.saturation;
+        for (key, value) in [
+            ("active_warning", s.active_warning),
+            ("active_critical", s.active_critical),
+            ("queue_warning", s.queue_warning),
+            ("queue_critical", s.queue_critical),
+        ] {
+            if !(value > 0.0 && value <= 1.0) {
+                rule(
+                    self,
+                    &["saturation", key],
+                    format!(
+                        "is {value}: a threshold is a fraction of capacity above 0 and at most 1, such as 0.8"
+                    ),
+                );
+            }
+        }
+        for (warning, critical, w, c) in [
+            (
+                "active_warning",
+                "active_critical",
+                s.active_warning,
+                s.active_critical,
+            ),
+            (
+                "queue_warning",
+                "queue_critical",
+                s.queue_warning,
+                s.queue_critical,
+            ),
+        ] {
+            if w > c && c <= 1.0 && w <= 1.0 {
+                rule(
+                    self,
+                    &["saturation", warning],
+                    format!("is {w}, above `{critical}` ({c}): warning must come before critical"),
+                );
+            }
+        }
+    }
+}
+
+/// The schema of one entry, from the generated JSON Schema.
+fn spec_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    let schema = SCHEMA.get_or_init(crate::file::json_schema);
+    schema
+        .get("$defs")
+        .and_then(|d| d.get("BulkheadSpec"))
+        .unwrap_or(&Value::Null)
+}
+
+fn defs() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA
+        .get_or_init(crate::file::json_schema)
+        .get("$defs")
+        .unwrap_or(&Value::Null)
+}
+
+/// Follows a `$ref` into `$defs`.
+fn follow(schema: &Value) -> &Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => r
+            .strip_prefix("#/$defs/")
+            .and_then(|name| defs().get(name))
+            .unwrap_or(schema),
+        None => schema,
+    }
+}
+
+/// The schemas a value of `schema` may match: itself, or the members of `anyOf`/`oneOf`.
+fn alternatives(schema: &Value) -> Vec<&Value> {
+    let schema = follow(schema);
+    let mut out = vec![schema];
+    for key in ["anyOf", "oneOf"] {
+        if let Some(items) = schema.get(key).and_then(Value::as_array) {
+            out.extend(items.iter().flat_map(alternatives));
+        }
+    }
+    out
+}
+
+fn is_duration(schema: &Value) -> bool {
+    let mut stack = vec![schema];
+    while let Some(s) = stack.pop() {
+        if s.get("$ref").and_then(Value::as_str) == Some("#/$defs/Duration") {
+            return true;
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(items) = s.get(key).and_then(Value::as_array) {
+                stack.extend(items);
+            }
+        }
+    }
+    false
+}
+
+/// The properties of an object schema (through `$ref`, `anyOf` and `oneOf`).
+fn properties(schema: &Value) -> Option<Vec<(String, &Value)>> {
+    let mut found: Option<Vec<(String, &Value)>> = None;
+    for alt in alternatives(schema) {
+        if let Some(props) = alt.get("properties").and_then(Value::as_object) {
+            let list = found.get_or_insert_with(Vec::new);
+            list.extend(props.iter().map(|(k, v)| (k.clone(), v)));
+        }
+    }
+    found
+}
+
+/// The closest of `candidates` to `word`, if one is close enough to be a likely typo
+/// (case, `-`/`_` and camelCase are ignored, so `maxConcurrentCall` finds
+/// `max_concurrent_calls`).
+pub(crate) fn did_you_mean<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
+    let normal = |s: &str| -> String {
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let word = normal(word);
+    candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(&word, &normal(c)), c))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c.as_str())
+}
+
+fn quoted_list(items: &[String]) -> String {
+    items
+        .iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Rewrites a serde message about one value into what is wrong and what to write instead.
+fn explain_serde_error(message: &str, value: &Node) -> String {
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        let words: Vec<String> = rest
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(String::from)
+            .collect();
+        if let Some((given, expected)) = words.split_first() {
+            let hint = match did_you_mean(given, expected) {
+                Some(best) => format!("did you mean `{best}`?"),
+                None => format!("expected one of {}", quoted_list(expected)),
+            };
+            return format!("unknown value `{given}`: {hint}");
+        }
+    }
+    if let Some(rest) = message.strip_prefix("missing field ") {
+        return format!("is missing {rest}: add it (see docs/config-reference.md)");
+    }
+    let expected = if message.contains("expected u32") {
+        "a whole number from 0 to 4294967295".to_owned()
+    } else if message.contains("expected a boolean") {
+        "`true` or `false`".to_owned()
+    } else if message.contains("expected f64") {
+        "a number such as 0.8".to_owned()
+    } else if let Some(i) = message.find("expected ") {
+        message[i + "expected ".len()..].to_owned()
+    } else {
+        return message.to_owned();
+    };
+    format!(
+        "{} is not valid here: expected {expected}",
+        value.describe()
+    )
+}
+
+/// A name as it appears in a key path: an empty name is shown as `""`.
+pub(crate) fn display_name(name: &str) -> &str {
+    if name.is_empty() { "\"\"" } else { name }
+}
