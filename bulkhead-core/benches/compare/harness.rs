@@ -1,0 +1,225 @@
+//! The timing method and the table.
+//!
+//! Method: each contender is calibrated to a batch of `n` iterations lasting about one
+//! sample time, warmed up, then sampled `SAMPLES` times. Samples of the contenders of one
+//! workload are **interleaved** (round-robin, rotating who goes first), so that load from
+//! other processes on a shared machine falls on ours and the peers alike; each figure is the
+//! median of its samples, per iteration. Ratios compare medians taken in the same run.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Samples per contender.
+pub const SAMPLES: usize = 15;
+
+/// A contender: runs `n` iterations of its workload and returns how long they took.
+pub struct Contender<'a> {
+    pub name: String,
+    run: Box<dyn FnMut(u64) -> Duration + 'a>,
+}
+
+/// A contender timed by the harness around a loop of `f`.
+pub fn each<'a>(name: impl Into<String>, mut f: impl FnMut() + 'a) -> Contender<'a> {
+    timed(name, move |n| {
+        let start = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        start.elapsed()
+    })
+}
+
+/// A contender that runs `n` iterations itself (spreading them over threads, say) and
+/// returns the elapsed time.
+pub fn timed<'a>(name: impl Into<String>, run: impl FnMut(u64) -> Duration + 'a) -> Contender<'a> {
+    Contender {
+        name: name.into(),
+        run: Box::new(run),
+    }
+}
+
+/// A contender's result.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    pub name: String,
+    /// Median nanoseconds per iteration.
+    pub ns: f64,
+    /// Fastest and slowest sample, nanoseconds per iteration.
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Times every contender of one workload, interleaving their samples.
+pub fn measure(sample_time: Duration, contenders: Vec<Contender<'_>>) -> Vec<Measured> {
+    let mut contenders = contenders;
+    let mut batches = Vec::with_capacity(contenders.len());
+    for c in &mut contenders {
+        batches.push(calibrate(c, sample_time));
+    }
+    let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(SAMPLES); contenders.len()];
+    for round in 0..SAMPLES {
+        for k in 0..contenders.len() {
+            let i = (round + k) % contenders.len();
+            let n = batches[i];
+            let elapsed = (contenders[i].run)(n);
+            samples[i].push(elapsed.as_nanos() as f64 / n as f64);
+        }
+    }
+    contenders
+        .iter()
+        .zip(samples)
+        .map(|(c, mut s)| {
+            s.sort_by(f64::total_cmp);
+            Measured {
+                name: c.name.clone(),
+                ns: s[s.len() / 2],
+                min: s[0],
+                max: s[s.len() - 1],
+            }
+        })
+        .collect()
+}
+
+/// Finds a batch size lasting about `sample_time`; the calibration runs double as warm-up
+/// (at least ~2 sample times).
+fn calibrate(c: &mut Contender<'_>, sample_time: Duration) -> u64 {
+    let mut n = 1u64;
+    let mut spent = Duration::ZERO;
+    loop {
+        let elapsed = (c.run)(n);
+        spent += elapsed;
+        if elapsed >= sample_time / 4 && spent >= sample_time * 2 {
+            let per_iter = elapsed.as_nanos() as f64 / n as f64;
+            return ((sample_time.as_nanos() as f64 / per_iter) as u64).max(1);
+        }
+        if elapsed < sample_time / 4 {
+            n = n.saturating_mul(2);
+        }
+    }
+}
+
+/// One line of the table.
+pub struct Row {
+    pub workload: String,
+    pub ours: Cell,
+    pub peer: Cell,
+    pub target: String,
+}
+
+/// A table cell: a label with a figure, or a label with a reason there is no figure.
+pub struct Cell {
+    pub label: String,
+    pub value: Option<f64>,
+    pub unit: Unit,
+    /// Appended after the figure (e.g. an allocation count).
+    pub note: String,
+}
+
+#[derive(Clone, Copy)]
+pub enum Unit {
+    /// Nanoseconds per operation, printed as ns or µs.
+    Nanos,
+    /// Kibibytes.
+    KiB,
+}
+
+impl Cell {
+    pub fn of(m: &Measured) -> Cell {
+        Cell {
+            label: m.name.clone(),
+            value: Some(m.ns),
+            unit: Unit::Nanos,
+            note: String::new(),
+        }
+    }
+
+    pub fn nanos(label: impl Into<String>, ns: f64) -> Cell {
+        Cell {
+            label: label.into(),
+            value: Some(ns),
+            unit: Unit::Nanos,
+            note: String::new(),
+        }
+    }
+
+    pub fn missing(label: impl Into<String>, why: impl Into<String>) -> Cell {
+        Cell {
+            label: label.into(),
+            value: None,
+            unit: Unit::Nanos,
+            note: why.into(),
+        }
+    }
+
+    pub fn with_note(mut self, note: impl Into<String>) -> Cell {
+        self.note = note.into();
+        self
+    }
+
+    fn render(&self) -> String {
+        let mut s = self.label.clone();
+        match self.value {
+            Some(v) => {
+                let _ = write!(s, ": **{}**", format_value(v, self.unit));
+                if !self.note.is_empty() {
+                    let _ = write!(s, " ({})", self.note);
+                }
+            }
+            None => {
+                let _ = write!(s, ": {}", self.note);
+            }
+        }
+        s
+    }
+}
+
+pub fn format_value(v: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Nanos if v >= 10_000.0 => format!("{:.1} µs", v / 1000.0),
+        Unit::Nanos if v >= 1000.0 => format!("{:.2} µs", v / 1000.0),
+        Unit::Nanos if v >= 100.0 => format!("{v:.0} ns"),
+        Unit::Nanos => format!("{v:.1} ns"),
+        Unit::KiB => format!("{v:+.0} KiB"),
+    }
+}
+
+impl Row {
+    fn ratio(&self) -> String {
+        match (self.ours.value, self.peer.value, self.ours.unit) {
+            (Some(a), Some(b), Unit::Nanos) if b > 0.0 => format!("{:.2}×", a / b),
+            _ => "–".to_string(),
+        }
+    }
+}
+
+/// The table as Markdown.
+pub fn render_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    out.push_str("| workload | ours | peer | ratio | target |\n");
+    out.push_str("|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            r.workload,
+            r.ours.render(),
+            r.peer.render(),
+            r.ratio(),
+            r.target
+        );
+    }
+    out
+}
+
+/// A workload's contenders, printed as they finish (the table comes at the end).
+pub fn report(workload: &str, results: &[Measured]) {
+    for m in results {
+        eprintln!(
+            "  {workload:<34} {:<52} median {:>10}  [{} .. {}]",
+            m.name,
+            format_value(m.ns, Unit::Nanos),
+            format_value(m.min, Unit::Nanos),
+            format_value(m.max, Unit::Nanos)
+        );
+    }
+}
