@@ -1,0 +1,291 @@
+//! axum integration: refusals as HTTP responses, and a route layer that holds its permit
+//! until the response body has been sent.
+//!
+//! ```
+//! use axum::{Router, routing::get};
+//! use bulkhead::axum::BulkheadLayer;
+//! use bulkhead_config::SemaphoreConfig;
+//! use bulkhead_core::SemaphoreBulkhead;
+//!
+//! let config = SemaphoreConfig { max_concurrent_calls: 20, ..SemaphoreConfig::default() };
+//! let product_detail = SemaphoreBulkhead::new("product-detail", &config);
+//! // Both routes name the same bulkhead, so together they hold at most 20 permits.
+//! let app: Router = Router::new()
+//!     .route("/product/{id}", get(|| async { "product" }))
+//!     .route("/product/{id}/detail", get(|| async { "detail" }))
+//!     .route_layer(BulkheadLayer::new(product_detail));
+//! # drop(app);
+//! ```
+//!
+//! * [`Refusal`] turns a [`BulkheadError`] into a response: `503 Service Unavailable` when the
+//!   bulkhead is full, timed out, dropped queued work or is shutting down, `429 Too Many
+//!   Requests` when it is rate limited, each with a `Retry-After` computed from the refusal
+//!   (below). Handlers that call bulkheads themselves can return `Result<_, Refusal>` and use
+//!   `?` on a `BulkheadError`.
+//! * [`BulkheadLayer`] admits each request through one shared semaphore bulkhead (see
+//!   [`crate::tower`]); a refused request is answered with its [`Refusal`] response without
+//!   calling the handler. The permit is held **until the response body has been sent** (its
+//!   last frame read, an error, or the body dropped), not just until the handler returns:
+//!   a handler that streams a large body keeps its slot for as long as it works.
+//!
+//! # `Retry-After`
+//!
+//! * `RateLimited`: the limiter's own wait until the next period, rounded up to whole seconds
+//!   (at least 1), as RFC 9110 requires whole seconds.
+//! * `Full`, `Timeout`, `QueueTimeout`: `1`. Capacity comes back as running calls finish, so
+//!   the soonest useful retry is short; a client should still add jitter.
+//! * `ShutDown`: none. This instance is going away; retry elsewhere.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+use http::{HeaderValue, StatusCode, header};
+use http_body::{Frame, SizeHint};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::tower::{Admit, OwnedPermit, ServiceError, admit};
+
+/// A [`BulkheadError`] as an HTTP response (503 or 429 with `Retry-After`).
+///
+/// ```
+/// use axum::response::IntoResponse;
+/// use bulkhead::axum::Refusal;
+/// use bulkhead_core::{BulkheadError, BulkheadName};
+/// use std::time::Duration;
+///
+/// let limited = BulkheadError::RateLimited {
+///     name: BulkheadName::new("search"),
+///     retry_after: Duration::from_millis(1200),
+/// };
+/// let response = Refusal::from(limited).into_response();
+/// assert_eq!(response.status(), 429);
+/// assert_eq!(response.headers()["retry-after"], "2");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal(pub BulkheadError);
+
+impl Refusal {
+    /// The status code for this refusal: 429 when rate limited, 503 otherwise.
+    pub fn status(&self) -> StatusCode {
+        match self.0 {
+            BulkheadError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            _ => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The `Retry-After` value in whole seconds, if the client should retry here at all.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match &self.0 {
+            BulkheadError::RateLimited { retry_after, .. } => Some(whole_seconds_up(*retry_after)),
+            BulkheadError::ShutDown { .. } => None,
+            _ => Some(1),
+        }
+    }
+
+    /// The refusal this response carries.
+    pub fn error(&self) -> &BulkheadError {
+        &self.0
+    }
+}
+
+/// Rounds up to whole seconds, at least 1 (a `Retry-After: 0` invites a retry storm).
+fn whole_seconds_up(wait: Duration) -> u64 {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+impl From<BulkheadError> for Refusal {
+    fn from(err: BulkheadError) -> Self {
+        Refusal(err)
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Refusal {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), self.0.to_string()).into_response();
+        let headers = response.headers_mut();
+        if let Some(secs) = self.retry_after_secs() {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Ok(name) = HeaderValue::from_str(self.0.name()) {
+            headers.insert("x-bulkhead", name);
+        }
+        if let Ok(reason) = HeaderValue::from_str(self.0.reason()) {
+            headers.insert("x-bulkhead-refusal", reason);
+        }
+        response
+    }
+}
+
+/// A route layer admitting requests through one shared [`SemaphoreBulkhead`], answering
+/// refusals with a [`Refusal`] response and holding the permit until the response body has
+/// been sent.
+///
+/// Use it with `Router::route_layer` (or `layer`); every route it is applied to shares the
+/// same permits.
+#[derive(Clone, Debug)]
+pub struct BulkheadLayer {
+    layer: crate::tower::BulkheadLayer,
+}
+
+impl BulkheadLayer {
+    /// A layer admitting requests through `bulkhead` (all clones of it are the same bulkhead).
+    pub fn new(bulkhead: SemaphoreBulkhead) -> Self {
+        crate::tower::BulkheadLayer::new(bulkhead).into()
+    }
+
+    /// The bulkhead this layer admits requests through.
+    pub fn bulkhead(&self) -> &SemaphoreBulkhead {
+        self.layer.bulkhead()
+    }
+}
+
+/// The HTTP flavour of a tower layer over the same bulkhead.
+impl From<crate::tower::BulkheadLayer> for BulkheadLayer {
+    fn from(layer: crate::tower::BulkheadLayer) -> Self {
+        BulkheadLayer { layer }
+    }
+}
+
+impl<S> Layer<S> for BulkheadLayer {
+    type Service = HttpBulkheadService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        HttpBulkheadService {
+            inner,
+            bulkhead: self.bulkhead().clone(),
+        }
+    }
+}
+
+/// The service built by [`BulkheadLayer`].
+#[derive(Clone, Debug)]
+pub struct HttpBulkheadService<S> {
+    inner: S,
+    bulkhead: SemaphoreBulkhead,
+}
+
+impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for HttpBulkheadService<S>
+where
+    S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>> + Clone,
+    ResponseBody: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    ResponseBody::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = HttpResponseFuture<S, http::Request<RequestBody>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
+        HttpResponseFuture {
+            admit: admit(&mut self.inner, &self.bulkhead, request),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`HttpBulkheadService`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct HttpResponseFuture<S: Service<Request>, Request> {
+        #[pin]
+        admit: Admit<S, Request>,
+    }
+}
+
+impl<S, Request, ResponseBody> Future for HttpResponseFuture<S, Request>
+where
+    S: Service<Request, Response = http::Response<ResponseBody>>,
+    ResponseBody: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    ResponseBody::Error: Into<axum::BoxError>,
+{
+    type Output = Result<Response, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let admitted = std::task::ready!(self.project().admit.poll(cx));
+        Poll::Ready(match admitted {
+            Ok((response, permit)) => {
+                Ok(response.map(|body| Body::new(PermitBody::new(body, permit))))
+            }
+            Err(ServiceError::Refused(err)) => Ok(Refusal(err).into_response()),
+            Err(ServiceError::Inner(err)) => Err(err),
+        })
+    }
+}
+
+impl<S: Service<Request>, Request> fmt::Debug for HttpResponseFuture<S, Request> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpResponseFuture").finish_non_exhaustive()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that holds a bulkhead permit until its last frame has been read, it
+    /// failed, or it is dropped.
+    struct PermitBody<B> {
+        #[pin]
+        body: B,
+        permit: Option<OwnedPermit>,
+    }
+}
+
+impl<B> PermitBody<B> {
+    fn new(body: B, permit: OwnedPermit) -> Self {
+        PermitBody {
+            body,
+            permit: Some(permit),
+        }
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for PermitBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let mut this = self.project();
+        let frame = std::task::ready!(this.body.as_mut().poll_frame(cx));
+        let finished = match &frame {
+            Some(Ok(_)) => this.body.is_end_stream(),
+            // The end of the body, or an error that ends it.
+            Some(Err(_)) | None => true,
+        };
+        if finished {
+            // The response has been sent: give the permit back now, not when hyper drops us.
+            *this.permit = None;
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}

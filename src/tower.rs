@@ -1,0 +1,327 @@
+//! A tower [`Layer`] that puts a named semaphore bulkhead in front of a service.
+//!
+//! ```
+//! use bulkhead::tower::BulkheadLayer;
+//! use bulkhead_config::SemaphoreConfig;
+//! use bulkhead_core::SemaphoreBulkhead;
+//! use tower::ServiceBuilder;
+//!
+//! let config = SemaphoreConfig { max_concurrent_calls: 8, ..SemaphoreConfig::default() };
+//! let recommendations = SemaphoreBulkhead::new("recommendations", &config);
+//! let client = ServiceBuilder::new()
+//!     .layer(BulkheadLayer::new(recommendations))
+//!     .service_fn(|user: u64| async move { Ok::<_, std::io::Error>(vec![user]) });
+//! # drop(client);
+//! ```
+//!
+//! # What happens under load
+//!
+//! * **One bulkhead, however many services.** The layer holds the bulkhead itself, not its
+//!   configuration: every service it builds, every clone of those services and every other
+//!   layer made from the same bulkhead share one set of permits. (tower's
+//!   `ConcurrencyLimitLayer` makes a new semaphore each time it is applied, so in axum, where
+//!   a layer is applied per route and a service is cloned per request, it can end up limiting
+//!   nothing — axum#2582.)
+//! * **Refusal is a value.** [`poll_ready`](Service::poll_ready) only asks the inner service;
+//!   it never waits for a permit. The permit is taken in [`call`](Service::call): the
+//!   returned future waits at most the bulkhead's `max_wait` and then resolves to
+//!   [`ServiceError::Refused`] with the [`BulkheadError`]. Nothing hangs on a full bulkhead.
+//! * **The permit is held until the inner response future resolves**, or until the future
+//!   is dropped. For HTTP, where the response body is streamed after that, use
+//!   [`crate::axum::BulkheadLayer`], which holds the permit until the body is sent.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// A [`Layer`] that admits each request through one shared [`SemaphoreBulkhead`].
+///
+/// Cloning the layer, or building many services from it, never creates a new bulkhead.
+#[derive(Clone, Debug)]
+pub struct BulkheadLayer {
+    bulkhead: SemaphoreBulkhead,
+}
+
+impl BulkheadLayer {
+    /// A layer admitting requests through `bulkhead` (all clones of it are the same bulkhead).
+    pub fn new(bulkhead: SemaphoreBulkhead) -> Self {
+        BulkheadLayer { bulkhead }
+    }
+
+    /// The bulkhead this layer admits requests through.
+    pub fn bulkhead(&self) -> &SemaphoreBulkhead {
+        &self.bulkhead
+    }
+}
+
+impl<S> Layer<S> for BulkheadLayer {
+    type Service = BulkheadService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        BulkheadService::new(inner, self.bulkhead.clone())
+    }
+}
+
+/// A service that calls its inner service only while holding a permit of its bulkhead.
+///
+/// Built by [`BulkheadLayer`]; see the [module docs](self) for its behaviour under load.
+#[derive(Clone, Debug)]
+pub struct BulkheadService<S> {
+    inner: S,
+    bulkhead: SemaphoreBulkhead,
+}
+
+impl<S> BulkheadService<S> {
+    /// Wraps `inner` so each call holds a permit of `bulkhead`.
+    pub fn new(inner: S, bulkhead: SemaphoreBulkhead) -> Self {
+        BulkheadService { inner, bulkhead }
+    }
+
+    /// The bulkhead calls are admitted through.
+    pub fn bulkhead(&self) -> &SemaphoreBulkhead {
+        &self.bulkhead
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, Request> Service<Request> for BulkheadService<S>
+where
+    S: Service<Request> + Clone,
+{
+    type Response = S::Response;
+    type Error = ServiceError<S::Error>;
+    type Future = ResponseFuture<S, Request>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(ServiceError::Inner)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        ResponseFuture {
+            admit: admit(&mut self.inner, &self.bulkhead, request),
+        }
+    }
+}
+
+/// What a [`BulkheadService`] call fails with: the bulkhead refused it, or the inner service
+/// failed.
+#[derive(Debug)]
+pub enum ServiceError<E> {
+    /// The bulkhead refused the request; the inner service was not called.
+    Refused(BulkheadError),
+    /// The inner service failed (in `poll_ready` or in its response future).
+    Inner(E),
+}
+
+impl<E: fmt::Display> fmt::Display for ServiceError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceError::Refused(err) => fmt::Display::fmt(err, f),
+            ServiceError::Inner(err) => fmt::Display::fmt(err, f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for ServiceError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServiceError::Refused(err) => Some(err),
+            ServiceError::Inner(err) => Some(err),
+        }
+    }
+}
+
+impl<E> From<BulkheadError> for ServiceError<E> {
+    fn from(err: BulkheadError) -> Self {
+        ServiceError::Refused(err)
+    }
+}
+
+/// Starts admitting `request`: the service that was polled ready goes into the future, and a
+/// clone of it stays behind for the next call (the usual tower pattern for services that
+/// await something before calling the inner service).
+pub(crate) fn admit<S, Request>(
+    inner: &mut S,
+    bulkhead: &SemaphoreBulkhead,
+    request: Request,
+) -> Admit<S, Request>
+where
+    S: Service<Request> + Clone,
+{
+    let fresh = inner.clone();
+    let ready = std::mem::replace(inner, fresh);
+    Admit::new(OwnedPermit::acquire(bulkhead.clone()), ready, request)
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`BulkheadService`]: awaits a permit (at most `max_wait`), then
+    /// the inner service's response while holding it.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<S: Service<Request>, Request> {
+        #[pin]
+        admit: Admit<S, Request>,
+    }
+}
+
+impl<S: Service<Request>, Request> Future for ResponseFuture<S, Request> {
+    type Output = Result<S::Response, ServiceError<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // The permit is returned here, as soon as the response is ready.
+        self.project()
+            .admit
+            .poll(cx)
+            .map(|admitted| admitted.map(|(response, _permit)| response))
+    }
+}
+
+impl<S: Service<Request>, Request> fmt::Debug for ResponseFuture<S, Request> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Awaits a permit, then calls the inner service and awaits its response, yielding the
+    /// response together with the still-held permit.
+    #[project = AdmitProj]
+    pub(crate) enum Admit<S: Service<Request>, Request> {
+        Acquiring {
+            #[pin]
+            acquire: AcquireOwned,
+            service: Option<(S, Request)>,
+        },
+        Calling {
+            #[pin]
+            response: S::Future,
+            permit: Option<OwnedPermit>,
+        },
+        Done,
+    }
+}
+
+impl<S: Service<Request>, Request> Admit<S, Request> {
+    fn new(acquire: AcquireOwned, service: S, request: Request) -> Self {
+        Admit::Acquiring {
+            acquire,
+            service: Some((service, request)),
+        }
+    }
+}
+
+impl<S: Service<Request>, Request> Future for Admit<S, Request> {
+    type Output = Result<(S::Response, OwnedPermit), ServiceError<S::Error>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match self.as_mut().project() {
+                AdmitProj::Acquiring { acquire, service } => {
+                    let admitted = std::task::ready!(acquire.poll(cx));
+                    let (permit, (mut service, request)) = match (admitted, service.take()) {
+                        (Ok(permit), Some(pending)) => (permit, pending),
+                        (Err(err), _) => {
+                            self.set(Admit::Done);
+                            return Poll::Ready(Err(ServiceError::Refused(err)));
+                        }
+                        (Ok(_), None) => panic!("bulkhead `Admit` polled after it completed"),
+                    };
+                    let response = service.call(request);
+                    self.set(Admit::Calling {
+                        response,
+                        permit: Some(permit),
+                    });
+                }
+                AdmitProj::Calling { response, permit } => {
+                    let outcome = std::task::ready!(response.poll(cx));
+                    let permit = permit.take();
+                    self.set(Admit::Done);
+                    return Poll::Ready(match (outcome, permit) {
+                        (Ok(response), Some(permit)) => Ok((response, permit)),
+                        (Err(err), _) => Err(ServiceError::Inner(err)),
+                        (Ok(_), None) => panic!("bulkhead `Admit` polled after it completed"),
+                    });
+                }
+                AdmitProj::Done => panic!("bulkhead `Admit` polled after it completed"),
+            }
+        }
+    }
+}
+
+/// A permit that owns its share of the bulkhead, so it can outlive the call that took it
+/// (a response body streamed after the handler returned). Returned when dropped.
+///
+/// The permit is kept inside a suspended future that acquired it and then waits forever:
+/// dropping that future drops the permit, which returns it.
+pub(crate) struct OwnedPermit {
+    _holder: Holder,
+}
+
+/// The suspended future that owns a permit (see [`OwnedPermit`]).
+type Holder = Pin<Box<dyn Future<Output = Result<Never, BulkheadError>> + Send>>;
+
+/// The output of a future that never finishes successfully.
+pub(crate) enum Never {}
+
+impl OwnedPermit {
+    /// Awaits a permit of `bulkhead` for at most its `max_wait`.
+    pub(crate) fn acquire(bulkhead: SemaphoreBulkhead) -> AcquireOwned {
+        let admitted = Arc::new(AtomicBool::new(false));
+        let signal = Arc::clone(&admitted);
+        let holder = Box::pin(async move {
+            let _permit = bulkhead.acquire_async().await?;
+            signal.store(true, Ordering::Release);
+            loop {
+                std::future::pending::<()>().await;
+            }
+        });
+        AcquireOwned {
+            holder: Some(holder),
+            admitted,
+        }
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit").finish_non_exhaustive()
+    }
+}
+
+/// The future of [`OwnedPermit::acquire`].
+pub(crate) struct AcquireOwned {
+    holder: Option<Holder>,
+    admitted: Arc<AtomicBool>,
+}
+
+impl Future for AcquireOwned {
+    type Output = Result<OwnedPermit, BulkheadError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(holder) = self.holder.as_mut() else {
+            panic!("bulkhead `AcquireOwned` polled after it completed");
+        };
+        match holder.as_mut().poll(cx) {
+            Poll::Ready(Err(err)) => {
+                self.holder = None;
+                Poll::Ready(Err(err))
+            }
+            Poll::Ready(Ok(never)) => match never {},
+            Poll::Pending if self.admitted.load(Ordering::Acquire) => match self.holder.take() {
+                Some(holder) => Poll::Ready(Ok(OwnedPermit { _holder: holder })),
+                None => Poll::Pending,
+            },
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
