@@ -103,19 +103,16 @@ impl FromStr for Duration {
         if number.is_empty() {
             return Err(DurationParseError::Invalid(s.to_owned()));
         }
-        let value: f64 = number
-            .parse()
-            .map_err(|_| DurationParseError::Invalid(s.to_owned()))?;
         if unit.is_empty() {
             return Err(DurationParseError::MissingUnit(s.to_owned()));
         }
-        let nanos_per_unit: f64 = match unit {
-            "ns" => 1.0,
-            "us" | "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" | "min" => 60e9,
-            "h" => 3600e9,
+        let nanos_per_unit: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" | "min" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
             _ => {
                 return Err(DurationParseError::UnknownUnit {
                     input: s.to_owned(),
@@ -123,13 +120,38 @@ impl FromStr for Duration {
                 });
             }
         };
-        let nanos = value * nanos_per_unit;
-        if !nanos.is_finite() || nanos > u64::MAX as f64 {
-            return Err(DurationParseError::Overflow(s.to_owned()));
+        // Exact decimal arithmetic: `1.5s` is 1 500 000 000 ns, and large values keep every
+        // digit (a float would round them).
+        let invalid = || DurationParseError::Invalid(s.to_owned());
+        let overflow = || DurationParseError::Overflow(s.to_owned());
+        // The same shape the JSON Schema's pattern accepts: digits, then optionally `.digits`.
+        let (whole, fraction) = match number.split_once('.') {
+            Some((whole, fraction)) if !fraction.is_empty() && !fraction.contains('.') => {
+                (whole, fraction)
+            }
+            Some(_) => return Err(invalid()),
+            None => (number, ""),
+        };
+        if whole.is_empty() {
+            return Err(invalid());
         }
-        Ok(Duration(std::time::Duration::from_nanos(
-            nanos.round() as u64
-        )))
+        let whole: u128 = whole.parse().map_err(|_| overflow())?;
+        let mut nanos = whole.checked_mul(nanos_per_unit).ok_or_else(overflow)?;
+        let mut scale = nanos_per_unit;
+        for digit in fraction.chars() {
+            let digit = u128::from(digit.to_digit(10).ok_or_else(invalid)?);
+            // Digits below a nanosecond are rounded off.
+            if scale < 10 {
+                if scale == 1 && digit >= 5 {
+                    nanos += 1;
+                }
+                break;
+            }
+            scale /= 10;
+            nanos += digit * scale;
+        }
+        let nanos = u64::try_from(nanos).map_err(|_| overflow())?;
+        Ok(Duration(std::time::Duration::from_nanos(nanos)))
     }
 }
 
@@ -226,6 +248,15 @@ mod tests {
             ("2m", std::time::Duration::from_secs(120)),
             ("1h", std::time::Duration::from_secs(3600)),
             ("0.5s", std::time::Duration::from_millis(500)),
+            (
+                "1.000000001s",
+                std::time::Duration::from_nanos(1_000_000_001),
+            ),
+            (
+                "14096838.255019429s",
+                std::time::Duration::from_nanos(14_096_838_255_019_429),
+            ),
+            ("1.5ns", std::time::Duration::from_nanos(2)),
         ] {
             assert_eq!(s.parse::<Duration>().unwrap().as_std(), d, "{s}");
         }
@@ -247,6 +278,20 @@ mod tests {
         assert!(matches!(
             "5 fortnights".parse::<Duration>(),
             Err(DurationParseError::UnknownUnit { .. })
+        ));
+    }
+
+    #[test]
+    fn malformed_numbers_are_not_durations() {
+        for s in [".5s", "5.s", "1.2.3s", "ms", ""] {
+            assert!(
+                matches!(s.parse::<Duration>(), Err(DurationParseError::Invalid(_))),
+                "{s}"
+            );
+        }
+        assert!(matches!(
+            "99999999999h".parse::<Duration>(),
+            Err(DurationParseError::Overflow(_))
         ));
     }
 
