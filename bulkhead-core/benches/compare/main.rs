@@ -14,12 +14,14 @@
 //! With `java` on PATH, `benches/java/Compare.java` adds the JDK's `Semaphore` and
 //! `ThreadPoolExecutor` (what Resilience4j is built on) on the same workloads.
 //!
-//! Set `BENCH_QUICK=1` for a short smoke run (fewer, shorter samples; no Java).
+//! Set `BENCH_QUICK=1` for a short smoke run (shorter samples; no Java). `--profile <workload>
+//! <iterations>` runs one workload's loop alone, for callgrind (see `profile.rs`).
 
 mod alloc;
 mod harness;
 mod java;
 mod peers;
+mod profile;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -61,6 +63,15 @@ fn main() {
     // `cargo bench` passes `--bench`; a filter or `--test` (from `cargo test --benches`)
     // means a smoke run.
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(at) = args.iter().position(|a| a == "--profile") {
+        let workload = args.get(at + 1).map_or("", String::as_str);
+        let n = args
+            .get(at + 2)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100_000);
+        profile::run(workload, n);
+        return;
+    }
     let quick = std::env::var_os("BENCH_QUICK").is_some() || args.iter().any(|a| a == "--test");
     let settings = if quick {
         Settings {

@@ -1,0 +1,145 @@
+//! `compare --profile <workload> <iterations>`: one workload's loop alone, for a profiler.
+//!
+//! Each loop is its own `#[inline(never)]` function named `profile_loop_*`, so callgrind
+//! can count instructions inside it only and divide by the iterations:
+//!
+//! ```text
+//! valgrind --tool=callgrind --toggle-collect='*profile_loop_*' \
+//!     target/release/deps/compare-<hash> --profile semaphore-call 100000
+//! callgrind_annotate --inclusive=yes callgrind.out.<pid>
+//! ```
+
+use std::hint::black_box;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use bulkhead_core::{SemaphoreBulkhead, ThreadPoolBulkhead};
+
+use crate::peers::CrossbeamPool;
+use crate::{QUEUE, WORKERS, full_pool, full_semaphore, pool_config, semaphore_config};
+
+/// The workloads `--profile` knows.
+pub const WORKLOADS: &[&str] = &[
+    "semaphore-call",
+    "semaphore-try",
+    "tokio-try",
+    "semaphore-refusal",
+    "pool-refusal",
+    "pool-round-trip",
+    "crossbeam-round-trip",
+    "pool-window",
+    "crossbeam-window",
+];
+
+pub fn run(workload: &str, n: u64) {
+    match workload {
+        "semaphore-call" => {
+            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
+            profile_loop_semaphore_call(&sem, n);
+        }
+        "semaphore-try" => {
+            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
+            profile_loop_semaphore_try(&sem, n);
+        }
+        "tokio-try" => {
+            let sem = tokio::sync::Semaphore::new(25);
+            profile_loop_tokio_try(&sem, n);
+        }
+        "semaphore-refusal" => {
+            let (sem, _held) = full_semaphore();
+            profile_loop_semaphore_refusal(&sem, n);
+        }
+        "pool-refusal" => {
+            let (pool, _held) = full_pool();
+            profile_loop_pool_refusal(&pool, n);
+        }
+        "pool-round-trip" => {
+            let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
+            profile_loop_pool_round_trip(&pool, n);
+        }
+        "crossbeam-round-trip" => {
+            let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
+            profile_loop_crossbeam_round_trip(&pool, n);
+        }
+        "pool-window" => {
+            let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
+            profile_loop_pool_window(&pool, n);
+        }
+        "crossbeam-window" => {
+            let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
+            profile_loop_crossbeam_window(&pool, n);
+        }
+        other => {
+            eprintln!(
+                "unknown workload {other:?}; one of: {}",
+                WORKLOADS.join(", ")
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+#[inline(never)]
+fn profile_loop_semaphore_call(sem: &SemaphoreBulkhead, n: u64) {
+    for i in 0..n {
+        black_box(sem.call(|| black_box(i)).ok());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_semaphore_try(sem: &SemaphoreBulkhead, n: u64) {
+    for _ in 0..n {
+        drop(black_box(sem.try_acquire()));
+    }
+}
+
+#[inline(never)]
+fn profile_loop_tokio_try(sem: &tokio::sync::Semaphore, n: u64) {
+    for _ in 0..n {
+        drop(black_box(sem.try_acquire()));
+    }
+}
+
+#[inline(never)]
+fn profile_loop_semaphore_refusal(sem: &SemaphoreBulkhead, n: u64) {
+    for _ in 0..n {
+        black_box(sem.call(|| 1u64).is_err());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_pool_refusal(pool: &ThreadPoolBulkhead, n: u64) {
+    let mut cx = Context::from_waker(Waker::noop());
+    for i in 0..n {
+        black_box(pool.call(i, |x| x + 1).is_err());
+        let mut call = pool.call_async(i, |x| async move { x + 1 });
+        black_box(matches!(
+            Pin::new(&mut call).poll(&mut cx),
+            Poll::Ready(Err(_))
+        ));
+    }
+}
+
+#[inline(never)]
+fn profile_loop_pool_round_trip(pool: &ThreadPoolBulkhead, n: u64) {
+    for i in 0..n {
+        black_box(pool.call(i, |x| x + 1).ok());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_crossbeam_round_trip(pool: &CrossbeamPool, n: u64) {
+    for i in 0..n {
+        black_box(pool.call(move || i + 1));
+    }
+}
+
+#[inline(never)]
+fn profile_loop_pool_window(pool: &ThreadPoolBulkhead, n: u64) {
+    crate::ours_window(pool, n);
+}
+
+#[inline(never)]
+fn profile_loop_crossbeam_window(pool: &CrossbeamPool, n: u64) {
+    crate::crossbeam_window(pool, n);
+}
