@@ -475,8 +475,8 @@ impl Checker<'_> {
         };
         let set = serde_json::to_value(spec).unwrap_or_default();
         for key in kind_keys(other) {
-            if set.get(&key).is_some() {
-                let (path, location) = self.locate(entry, &[&key]);
+            if set.get(key).is_some() {
+                let (path, location) = self.locate(entry, &[key.as_str()]);
                 if entry.section == "bulkheads" && self.written_in_template_of_kind(&path, kind) {
                     // The template is checked on its own and reports it there.
                     continue;
@@ -639,22 +639,18 @@ impl Checker<'_> {
     }
 }
 
-/// The schema of one entry, from the generated JSON Schema.
-fn spec_schema() -> &'static Value {
-    static SCHEMA: OnceLock<Value> = OnceLock::new();
-    let schema = SCHEMA.get_or_init(crate::file::json_schema);
-    schema
-        .get("$defs")
-        .and_then(|d| d.get("BulkheadSpec"))
-        .unwrap_or(&Value::Null)
-}
-
+/// The `$defs` of the generated JSON Schema, made once per process.
 fn defs() -> &'static Value {
     static SCHEMA: OnceLock<Value> = OnceLock::new();
     SCHEMA
         .get_or_init(crate::file::json_schema)
         .get("$defs")
         .unwrap_or(&Value::Null)
+}
+
+/// The schema of one entry.
+fn spec_schema() -> &'static Value {
+    defs().get("BulkheadSpec").unwrap_or(&Value::Null)
 }
 
 /// Follows a `$ref` into `$defs`.

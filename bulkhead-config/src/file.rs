@@ -10,6 +10,7 @@
 //! it (Resilience4j's `baseConfig` mutates the shared base; we do not).
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -126,17 +127,24 @@ pub struct BulkheadSpec {
 #[allow(dead_code)] // exists only for its schema
 struct Name(String);
 
-/// The keys only a semaphore has, and those only a thread pool has, from their resolved types.
-pub(crate) fn kind_keys(kind: Kind) -> Vec<String> {
-    let schema = match kind {
-        Kind::Semaphore => schemars::schema_for!(SemaphoreConfig),
-        Kind::ThreadPool => schemars::schema_for!(ThreadPoolConfig),
-    };
-    schema
-        .get("properties")
-        .and_then(serde_json::Value::as_object)
-        .map(|p| p.keys().cloned().collect())
-        .unwrap_or_default()
+/// The keys only a semaphore has, or only a thread pool has: the properties of their
+/// resolved types' schemas (made once per process).
+pub(crate) fn kind_keys(kind: Kind) -> &'static [String] {
+    fn keys(schema: schemars::Schema) -> Vec<String> {
+        schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+    static SEMAPHORE: OnceLock<Vec<String>> = OnceLock::new();
+    static THREAD_POOL: OnceLock<Vec<String>> = OnceLock::new();
+    match kind {
+        Kind::Semaphore => SEMAPHORE.get_or_init(|| keys(schemars::schema_for!(SemaphoreConfig))),
+        Kind::ThreadPool => {
+            THREAD_POOL.get_or_init(|| keys(schemars::schema_for!(ThreadPoolConfig)))
+        }
+    }
 }
 
 /// Adds to the schema of [`BulkheadSpec`]: an entry that says `kind: semaphore` may not use
@@ -144,8 +152,8 @@ pub(crate) fn kind_keys(kind: Kind) -> Vec<String> {
 fn kind_specific_keys(schema: &mut schemars::Schema) {
     let rule = |kind: Kind, other: Kind| {
         let forbidden: serde_json::Map<String, serde_json::Value> = kind_keys(other)
-            .into_iter()
-            .map(|k| (k, serde_json::Value::Bool(false)))
+            .iter()
+            .map(|k| (k.clone(), serde_json::Value::Bool(false)))
             .collect();
         serde_json::json!({
             "if": { "properties": { "kind": { "const": kind.as_str() } }, "required": ["kind"] },

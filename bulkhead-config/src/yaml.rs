@@ -152,12 +152,22 @@ enum Frame {
 /// mapping.
 pub(crate) fn parse(file: &Arc<str>, source: &str) -> Result<(Node, Diagnostics), Diagnostics> {
     let here = |line: usize, column: usize| Location::new(file.clone(), line, column);
-    let fail = |location: Location, message: String| -> Result<(Node, Diagnostics), Diagnostics> {
-        Err(vec![Diagnostic::at(Severity::Error, &location, "", message)].into())
+    let fail = |location: Location,
+                key_path: String,
+                message: String|
+     -> Result<(Node, Diagnostics), Diagnostics> {
+        Err(vec![Diagnostic::at(
+            Severity::Error,
+            &location,
+            key_path,
+            message,
+        )]
+        .into())
     };
     if source.len() > MAX_SOURCE_BYTES {
         return fail(
             here(1, 1),
+            String::new(),
             format!(
                 "the file is {} bytes; a bulkheads config is at most {} bytes (1 MiB): \
                  this is not a config file, or it was generated wrong",
@@ -179,14 +189,16 @@ pub(crate) fn parse(file: &Arc<str>, source: &str) -> Result<(Node, Diagnostics)
     loop {
         let (event, span) = match parser.next_event() {
             None => break,
-            Some(Err(e)) => return fail(scan_location(file, &e), syntax_message(&e)),
+            Some(Err(e)) => {
+                return fail(scan_location(file, &e), builder.path(), syntax_message(&e));
+            }
             Some(Ok(pair)) => pair,
         };
         if matches!(event, Event::StreamEnd) {
             break;
         }
         if let Err((location, message)) = builder.event(event, span) {
-            return fail(location, message);
+            return fail(location, builder.path(), message);
         }
     }
     let root = builder.root.take().unwrap_or_else(|| Node {
@@ -412,7 +424,7 @@ impl Builder {
         }
     }
 
-    /// The key path of the collection being closed: the pending keys of its ancestors.
+    /// The key path of what is being built: the pending keys of the open collections.
     fn path(&self) -> String {
         let mut parts = Vec::new();
         for frame in &self.stack {

@@ -98,31 +98,24 @@ fn json_output_lists_every_diagnostic_for_pipelines() {
     );
 }
 
+/// `bulkhead check [flags] --against declared.yaml deploy.yaml` on a corpus case.
+fn check_against(case: &str, flags: &[&str]) -> Output {
+    let file = |f: &str| corpus(&format!("against/{case}/{f}"));
+    let (declared, deploy) = (file("declared.yaml"), file("deploy.yaml"));
+    let mut args = vec!["check"];
+    args.extend_from_slice(flags);
+    args.extend(["--against", declared.as_str(), deploy.as_str()]);
+    bulkhead(&args)
+}
+
 #[test]
 fn check_against_refuses_a_kind_change_and_accepts_a_resize() {
-    let dir = |case: &str, file: &str| corpus(&format!("against/{case}/{file}"));
-    let resize = bulkhead(&[
-        "check",
-        "--against",
-        &dir("resize-ok", "declared.yaml"),
-        &dir("resize-ok", "deploy.yaml"),
-    ]);
+    let resize = check_against("resize-ok", &[]);
     assert_eq!(resize.status.code(), Some(0), "{}", stdout(&resize));
-    let kind = bulkhead(&[
-        "check",
-        "--against",
-        &dir("kind-change", "declared.yaml"),
-        &dir("kind-change", "deploy.yaml"),
-    ]);
+    let kind = check_against("kind-change", &[]);
     assert_eq!(kind.status.code(), Some(1));
     assert!(stdout(&kind).contains("may change sizes, not kinds"));
-    let undeclared = bulkhead(&[
-        "check",
-        "--deny-warnings",
-        "--against",
-        &dir("undeclared-name", "declared.yaml"),
-        &dir("undeclared-name", "deploy.yaml"),
-    ]);
+    let undeclared = check_against("undeclared-name", &["--deny-warnings"]);
     assert_eq!(undeclared.status.code(), Some(1));
     assert!(stdout(&undeclared).contains("did you mean `payment`?"));
 }
