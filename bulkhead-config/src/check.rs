@@ -474,6 +474,16 @@ impl Checker<'_> {
             Kind::ThreadPool => Kind::Semaphore,
         };
         let set = serde_json::to_value(spec).unwrap_or_default();
+        let (kind_path, _) = self.locate(entry, &["kind"]);
+        let kind_source = match kind_path.strip_prefix("templates.") {
+            Some(rest) if !kind_path.starts_with(&format!("{}.{}.", entry.section, entry.name)) => {
+                format!(
+                    " (kind from template `{}`)",
+                    rest.split('.').next().unwrap_or_default()
+                )
+            }
+            _ => String::new(),
+        };
         for key in kind_keys(other) {
             if set.get(key).is_some() {
                 let (path, location) = self.locate(entry, &[key.as_str()]);
@@ -485,8 +495,8 @@ impl Checker<'_> {
                     location,
                     path,
                     format!(
-                        "`{key}` is a {other} setting, but `{}` is a {kind}: remove it, or \
-                         make it `kind: {other}`",
+                        "`{key}` is a {other} setting, but `{}` is a {kind}{kind_source}: \
+                         remove it, or make it `kind: {other}`",
                         entry.name
                     ),
                 );
@@ -770,4 +780,51 @@ fn explain_serde_error(message: &str, value: &Node) -> String {
 /// A name as it appears in a key path: an empty name is shown as `""`.
 pub(crate) fn display_name(name: &str) -> &str {
     if name.is_empty() { "\"\"" } else { name }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn did_you_mean_ignores_case_separators_and_plurals() {
+        let keys = names(&["max_concurrent_calls", "max_wait", "fair"]);
+        assert_eq!(
+            did_you_mean("maxConcurrentCall", &keys),
+            Some("max_concurrent_calls")
+        );
+        assert_eq!(did_you_mean("MAX-WAIT", &keys), Some("max_wait"));
+    }
+
+    #[test]
+    fn did_you_mean_stays_silent_for_unrelated_words() {
+        let keys = names(&["max_concurrent_calls", "max_wait", "fair"]);
+        assert_eq!(did_you_mean("colour", &keys), None);
+        assert_eq!(did_you_mean("x", &[]), None);
+    }
+
+    #[test]
+    fn schema_walk_finds_nested_properties_and_durations() {
+        let spec = spec_schema();
+        let props = properties(spec).unwrap_or_default();
+        let rate_limit = props
+            .iter()
+            .find(|(k, _)| k == "rate_limit")
+            .map(|(_, v)| *v);
+        let nested = properties(rate_limit.unwrap_or(&Value::Null)).unwrap_or_default();
+        let period = nested
+            .iter()
+            .find(|(k, _)| k == "refresh_period")
+            .map(|(_, v)| *v);
+        assert!(period.is_some_and(is_duration));
+        let limit = nested
+            .iter()
+            .find(|(k, _)| k == "limit_for_period")
+            .map(|(_, v)| *v);
+        assert!(!limit.is_some_and(is_duration));
+    }
 }

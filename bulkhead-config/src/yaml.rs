@@ -465,3 +465,58 @@ impl Builder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(source: &str) -> Node {
+        let (root, problems) =
+            parse(&Arc::from("t.yaml"), source).unwrap_or_else(|e| panic!("{e}"));
+        assert!(problems.is_empty(), "{problems}");
+        root
+    }
+
+    #[test]
+    fn keys_and_values_keep_their_own_line_and_column() {
+        let root = parse_ok("bulkheads:\n  payment: { kind: semaphore }\n");
+        let (key, value) = root.find(&["bulkheads", "payment", "kind"]).unwrap();
+        assert_eq!((key.location.line, key.location.column), (2, 14));
+        assert_eq!((value.location.line, value.location.column), (2, 20));
+    }
+
+    #[test]
+    fn scalars_follow_the_yaml_1_2_core_schema() {
+        let root = parse_ok("a: 500\nb: \"500\"\nc: true\nd: ~\ne: 0.5\nf: 500ms\n");
+        let value = |k: &str| root.get(k).map(|(_, n)| n.value.clone());
+        assert_eq!(value("a"), Some(NodeValue::Scalar(ScalarValue::Int(500))));
+        assert_eq!(
+            value("b"),
+            Some(NodeValue::Scalar(ScalarValue::Str("500".into())))
+        );
+        assert_eq!(value("c"), Some(NodeValue::Scalar(ScalarValue::Bool(true))));
+        assert_eq!(value("d"), Some(NodeValue::Scalar(ScalarValue::Null)));
+        assert_eq!(value("e"), Some(NodeValue::Scalar(ScalarValue::Float(0.5))));
+        assert_eq!(
+            value("f"),
+            Some(NodeValue::Scalar(ScalarValue::Str("500ms".into())))
+        );
+    }
+
+    #[test]
+    fn an_empty_document_is_an_empty_mapping() {
+        assert_eq!(parse_ok("").value, NodeValue::Mapping(Vec::new()));
+        assert_eq!(
+            parse_ok("# only a comment\n").value,
+            NodeValue::Mapping(Vec::new())
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_reported_with_their_full_path_and_first_line() {
+        let (_, problems) = parse(&Arc::from("t.yaml"), "bulkheads:\n  a: 1\n  a: 2\n").unwrap();
+        let only = problems.iter().next().unwrap();
+        assert_eq!(only.key_path, "bulkheads.a");
+        assert!(only.message.contains("first written at line 2"));
+    }
+}
