@@ -1,0 +1,131 @@
+//! The attribute's arguments: `("name")` or `("name", fallback = path)`.
+//!
+//! The arguments are split at top-level commas and each piece is parsed on its own, so a
+//! mistake in one option does not hide a mistake in another.
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use syn::spanned::Spanned;
+
+use crate::ctxt::Ctxt;
+
+/// The options `#[bulkhead]` accepts besides the name.
+const OPTIONS: &[&str] = &["fallback"];
+
+/// What the attribute was given.
+pub(crate) struct Args {
+    /// The bulkhead's name as written (the string literal, for spans).
+    pub name: Option<syn::LitStr>,
+    /// `fallback = path`.
+    pub fallback: Option<syn::Path>,
+}
+
+const USAGE: &str = "write `#[bulkhead(\"name\")]` or `#[bulkhead(\"name\", fallback = path)]`";
+
+pub(crate) fn parse(cx: &mut Ctxt, attr: TokenStream) -> Args {
+    let mut args = Args {
+        name: None,
+        fallback: None,
+    };
+    let pieces = split_top_level_commas(attr);
+    if pieces.is_empty() {
+        cx.error(
+            Span::call_site(),
+            format!(
+                "`#[bulkhead]` needs the name of a bulkhead declared in bulkheads.yaml: {USAGE}"
+            ),
+        );
+        return args;
+    }
+    for (index, piece) in pieces.into_iter().enumerate() {
+        if index == 0 {
+            match syn::parse2::<syn::LitStr>(piece.clone()) {
+                Ok(lit) if lit.value().is_empty() => {
+                    cx.error(lit.span(), "the bulkhead's name is empty: name a bulkhead declared in bulkheads.yaml");
+                }
+                Ok(lit) => args.name = Some(lit),
+                Err(_) => cx.error_spanned(
+                    &piece,
+                    format!(
+                        "the first argument of `#[bulkhead]` is the bulkhead's name as a string literal: {USAGE}"
+                    ),
+                ),
+            }
+            continue;
+        }
+        parse_option(cx, piece, &mut args);
+    }
+    args
+}
+
+fn parse_option(cx: &mut Ctxt, piece: TokenStream, args: &mut Args) {
+    let meta = match syn::parse2::<syn::Meta>(piece.clone()) {
+        Ok(meta) => meta,
+        Err(_) => {
+            cx.error_spanned(
+                &piece,
+                format!("expected an option such as `fallback = path`: {USAGE}"),
+            );
+            return;
+        }
+    };
+    let key = meta.path().clone();
+    let key_name = key
+        .get_ident()
+        .map(ToString::to_string)
+        .unwrap_or_else(|| quote::quote!(#key).to_string().replace(' ', ""));
+    if key_name != "fallback" {
+        let suggestion = crate::suggest::closest(&key_name, OPTIONS.iter().copied())
+            .map(|s| format!("; did you mean `{s}`?"))
+            .unwrap_or_default();
+        cx.error(
+            key.span(),
+            format!(
+                "unknown option `{key_name}` for `#[bulkhead]`: the only option is `fallback = path`{suggestion}"
+            ),
+        );
+        return;
+    }
+    let value = match meta {
+        syn::Meta::NameValue(nv) => nv.value,
+        other => {
+            cx.error_spanned(
+                &other,
+                "`fallback` names a function: `fallback = path` (e.g. `fallback = cached` or `fallback = Self::cached`)",
+            );
+            return;
+        }
+    };
+    let path = match value {
+        syn::Expr::Path(p) if p.qself.is_none() && p.attrs.is_empty() => p.path,
+        other => {
+            cx.error_spanned(
+                &other,
+                "`fallback` names a function by its path, e.g. `fallback = cached` or `fallback = Self::cached`; closures and other expressions are not accepted",
+            );
+            return;
+        }
+    };
+    if args.fallback.is_some() {
+        cx.error(key.span(), "`fallback` is given twice: name one fallback");
+        return;
+    }
+    args.fallback = Some(path);
+}
+
+/// Splits `a, b = c, d` into its pieces; a trailing comma is allowed.
+fn split_top_level_commas(tokens: TokenStream) -> Vec<TokenStream> {
+    let mut pieces = Vec::new();
+    let mut current = Vec::new();
+    for tt in tokens {
+        match &tt {
+            TokenTree::Punct(p) if p.as_char() == ',' => {
+                pieces.push(current.drain(..).collect::<TokenStream>());
+            }
+            _ => current.push(tt),
+        }
+    }
+    if !current.is_empty() {
+        pieces.push(current.into_iter().collect());
+    }
+    pieces
+}

@@ -1,0 +1,542 @@
+//! What `#[bulkhead("name")]` turns a function into.
+//!
+//! The function keeps its attributes, docs, visibility and signature; its body is wrapped.
+//! Every expansion declares one `static` slot that resolves, on the first call, to a
+//! `&'static` handle in the process-wide registry (registering the crate's embedded
+//! declaration if no deploy config did first). After that the fast path is one atomic
+//! load of the cached handle plus the core call. Expansions name only
+//! `::bulkhead::__private::…`.
+//!
+//! | kind × call | the body runs | on refusal |
+//! |---|---|---|
+//! | semaphore, sync | in place, after `enter()` returned a permit (held to the end of the body) | `return` the refusal |
+//! | semaphore, async | inside `async move {}` polled by `run_async(permit, …)` (re-entry marked per poll) | the refusal is the output |
+//! | thread pool, sync | in a closure on a worker; `call(input, body)` blocks, so borrows are fine | `Refused { input, error }` |
+//! | thread pool, async | in an `async move {}` future on a worker; must be `Send + 'static` | `Refused { input, error }` |
+//!
+//! The arguments travel to a thread-pool worker as the `input` tuple (`self` first, renamed
+//! `__self` in the body because `self` cannot be a closure parameter), so a refused call
+//! gets them back and can hand them to the fallback. The refusal is
+//! `__private::refusal(error)` (needs the return type to be `Result<T, E>` with
+//! `E: From<BulkheadError>`, checked by a trait with a readable `on_unimplemented`, spanned at
+//! the return type) or `__private::fallback(path, (args…), error)` (checked by the `Fallback`
+//! trait, spanned at the fallback's path).
+
+use std::path::Path;
+
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+use syn::visit_mut::VisitMut;
+
+use crate::analysis;
+use crate::args;
+use crate::config::{self, Kind, Loaded, Location};
+use crate::ctxt::Ctxt;
+
+/// The whole attribute: parse, check, expand; on any error, the original item and the errors.
+pub(crate) fn bulkhead(attr: TokenStream, item: TokenStream, file: Option<&Path>) -> TokenStream {
+    let mut cx = Ctxt::default();
+    let args = args::parse(&mut cx, attr);
+    let func = match syn::parse2::<syn::ItemFn>(item.clone()) {
+        Ok(func) => func,
+        Err(_) => {
+            not_a_function(&mut cx, &item);
+            let errors = cx.to_compile_errors();
+            return quote!(#errors #item);
+        }
+    };
+    check_shape(&mut cx, &func);
+
+    let mut resolved = None;
+    if let Some(name) = &args.name {
+        let loaded = config::load();
+        resolved = resolve(&mut cx, &loaded, name);
+        let scope = analysis::scope(file, &func, &name.value());
+        analysis::check_calls(&mut cx, &func, &name.value(), &scope);
+    }
+    if let Some((kind, _)) = &resolved
+        && *kind == Kind::ThreadPool
+        && func.sig.asyncness.is_some()
+    {
+        check_owned_arguments(&mut cx, &func, args.name.as_ref());
+    }
+
+    match (resolved, &args.name) {
+        (Some((kind, location)), Some(name)) if !cx.has_errors() => {
+            expand(&func, name, kind, args.fallback.as_ref(), &location)
+        }
+        _ => {
+            let errors = cx.to_compile_errors();
+            quote!(#errors #func)
+        }
+    }
+}
+
+/// Looks the name up in the config; reports a missing or invalid config or an unknown name.
+fn resolve(cx: &mut Ctxt, loaded: &Loaded, name: &syn::LitStr) -> Option<(Kind, Location)> {
+    match loaded {
+        Loaded::Valid {
+            location,
+            bulkheads,
+        } => {
+            let wanted = name.value();
+            if let Some(kind) = bulkheads.get(&wanted) {
+                return Some((*kind, location.clone()));
+            }
+            let file = location.path.display();
+            let message = if bulkheads.is_empty() {
+                format!(
+                    "unknown bulkhead `{wanted}`: {file} declares no bulkheads\nhelp: add it under `bulkheads:` in that file"
+                )
+            } else {
+                let declared = bulkheads
+                    .keys()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let suggestion =
+                    crate::suggest::closest(&wanted, bulkheads.keys().map(String::as_str))
+                        .map(|s| format!("\nhelp: did you mean `{s}`?"))
+                        .unwrap_or_else(|| {
+                            "\nhelp: declare it under `bulkheads:` in that file".to_string()
+                        });
+                format!("unknown bulkhead `{wanted}`: {file} declares {declared}{suggestion}")
+            };
+            cx.error(name.span(), message);
+            None
+        }
+        Loaded::Missing { location } => {
+            cx.error(Span::call_site(), Loaded::missing_message(location));
+            None
+        }
+        Loaded::Invalid {
+            location,
+            diagnostics,
+        } => {
+            cx.error(
+                Span::call_site(),
+                format!(
+                    "the bulkhead config {} is invalid, so `#[bulkhead]` cannot check this function:\n{}",
+                    location.path.display(),
+                    diagnostics.trim_end()
+                ),
+            );
+            None
+        }
+        Loaded::Failed { message } => {
+            cx.error(Span::call_site(), message);
+            None
+        }
+    }
+}
+
+fn not_a_function(cx: &mut Ctxt, item: &TokenStream) {
+    const HELP: &str = "`#[bulkhead]` goes on a function with a body (`fn` or `async fn`, free or in an `impl` block)";
+    if let Ok(method) = syn::parse2::<syn::TraitItemFn>(item.clone()) {
+        cx.error_spanned(
+            &method.sig,
+            format!("{HELP}; this trait method has no body\nhelp: put the attribute on the method in the `impl` block"),
+        );
+        return;
+    }
+    let what = match syn::parse2::<syn::Item>(item.clone()) {
+        Ok(item) => describe(&item),
+        Err(_) => None,
+    };
+    let first = item.clone().into_iter().take(3).collect::<TokenStream>();
+    match what {
+        Some(what) => cx.error_spanned(first, format!("{HELP}, not on {what}")),
+        None => cx.error_spanned(first, HELP),
+    }
+}
+
+fn describe(item: &syn::Item) -> Option<&'static str> {
+    Some(match item {
+        syn::Item::Struct(_) => "a struct",
+        syn::Item::Enum(_) => "an enum",
+        syn::Item::Union(_) => "a union",
+        syn::Item::Impl(_) => "an `impl` block (put it on the methods inside)",
+        syn::Item::Trait(_) => "a trait",
+        syn::Item::Mod(_) => "a module",
+        syn::Item::Const(_) => "a constant",
+        syn::Item::Static(_) => "a static",
+        syn::Item::Type(_) => "a type alias",
+        syn::Item::Use(_) => "a `use` declaration",
+        syn::Item::Macro(_) => "a macro invocation",
+        syn::Item::ExternCrate(_) => "an `extern crate`",
+        syn::Item::ForeignMod(_) => "an `extern` block",
+        _ => return None,
+    })
+}
+
+fn check_shape(cx: &mut Ctxt, func: &syn::ItemFn) {
+    let sig = &func.sig;
+    if let Some(constness) = &sig.constness {
+        cx.error(
+            constness.span(),
+            "`#[bulkhead]` cannot wrap a `const fn`: entering a bulkhead happens at run time",
+        );
+    }
+    if let Some(variadic) = &sig.variadic {
+        cx.error_spanned(variadic, "`#[bulkhead]` cannot wrap a variadic function");
+    }
+}
+
+/// A thread-pool bulkhead runs an `async fn` to completion on a worker, so the future
+/// (and so every argument) must be `'static`. Borrowed arguments are the common case and
+/// get a precise message here; anything subtler is left to the `Send + 'static` bound.
+fn check_owned_arguments(cx: &mut Ctxt, func: &syn::ItemFn, name: Option<&syn::LitStr>) {
+    let bulkhead = name.map(syn::LitStr::value).unwrap_or_default();
+    let help = "help: take owned arguments (`String`, `Vec<T>`, `Arc<T>`; `self: Arc<Self>` for methods), \
+         or use a semaphore bulkhead, which runs the body on the caller's task".to_string();
+    for input in &func.sig.inputs {
+        match input {
+            syn::FnArg::Receiver(receiver) if receiver.reference.is_some() => cx.error_spanned(
+                receiver,
+                format!(
+                    "bulkhead `{bulkhead}` is a thread pool, so this `async fn` runs on one of its worker \
+                     threads and its future must be `Send + 'static`, but `{}` borrows from the caller\n{help}",
+                    receiver.to_token_stream().to_string().replace("& ", "&")
+                ),
+            ),
+            syn::FnArg::Typed(arg) if borrows(&arg.ty) => cx.error_spanned(
+                arg,
+                format!(
+                    "bulkhead `{bulkhead}` is a thread pool, so this `async fn` runs on one of its worker \
+                     threads and its future must be `Send + 'static`, but argument `{}` borrows from the caller\n{help}",
+                    arg.pat.to_token_stream()
+                ),
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// True when a type visibly borrows: a reference, or a lifetime other than `'static`.
+fn borrows(ty: &syn::Type) -> bool {
+    struct Borrows(bool);
+    impl<'ast> Visit<'ast> for Borrows {
+        fn visit_type_reference(&mut self, r: &'ast syn::TypeReference) {
+            if r.lifetime.as_ref().is_none_or(|l| l.ident != "static") {
+                self.0 = true;
+            }
+            syn::visit::visit_type_reference(self, r);
+        }
+        fn visit_lifetime(&mut self, l: &'ast syn::Lifetime) {
+            if l.ident != "static" {
+                self.0 = true;
+            }
+        }
+    }
+    let mut b = Borrows(false);
+    b.visit_type(ty);
+    b.0
+}
+
+/// True when a type mentions `impl Trait` (and so cannot be written in a `let`).
+fn has_impl_trait(ty: &syn::Type) -> bool {
+    struct Finder(bool);
+    impl<'ast> Visit<'ast> for Finder {
+        fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
+            self.0 = true;
+        }
+    }
+    let mut f = Finder(false);
+    f.visit_type(ty);
+    f.0
+}
+
+/// One argument of the wrapped function.
+struct Argument {
+    /// The name the wrapper's signature binds it to.
+    outer: Ident,
+    /// The pattern the user wrote, bound inside the body (`None` when it is `outer` itself).
+    pattern: Option<syn::Pat>,
+}
+
+fn expand(
+    func: &syn::ItemFn,
+    name: &syn::LitStr,
+    kind: Kind,
+    fallback: Option<&syn::Path>,
+    location: &Location,
+) -> TokenStream {
+    let mut func = func.clone();
+    let is_async = func.sig.asyncness.is_some();
+    let thread_pool = kind == Kind::ThreadPool;
+    // Arguments must be kept whole when they travel to a worker or to a fallback.
+    let keep_whole = thread_pool || fallback.is_some();
+
+    let mut arguments = Vec::new();
+    let mut has_receiver = false;
+    for (index, input) in func.sig.inputs.iter_mut().enumerate() {
+        match input {
+            syn::FnArg::Receiver(_) => has_receiver = true,
+            syn::FnArg::Typed(arg) => {
+                let simple = match &*arg.pat {
+                    syn::Pat::Ident(p) => {
+                        p.by_ref.is_none() && p.mutability.is_none() && p.subpat.is_none()
+                    }
+                    _ => false,
+                };
+                if (simple || !keep_whole)
+                    && let syn::Pat::Ident(p) = &*arg.pat
+                {
+                    arguments.push(Argument {
+                        outer: p.ident.clone(),
+                        pattern: None,
+                    });
+                    continue;
+                }
+                if !keep_whole {
+                    continue;
+                }
+                let outer = format_ident!("__bulkhead_arg{}", index, span = Span::mixed_site());
+                let pattern = std::mem::replace(
+                    &mut *arg.pat,
+                    syn::Pat::Ident(syn::PatIdent {
+                        attrs: Vec::new(),
+                        by_ref: None,
+                        mutability: None,
+                        ident: outer.clone(),
+                        subpat: None,
+                    }),
+                );
+                arguments.push(Argument {
+                    outer,
+                    pattern: Some(pattern),
+                });
+            }
+        }
+    }
+
+    let output_ty: syn::Type = match &func.sig.output {
+        syn::ReturnType::Default => syn::parse_quote!(()),
+        syn::ReturnType::Type(_, ty) => (**ty).clone(),
+    };
+    let output_span = match &func.sig.output {
+        syn::ReturnType::Default => func.sig.paren_token.span.close(),
+        syn::ReturnType::Type(_, ty) => ty.span(),
+    };
+    let ret_annotation = if has_impl_trait(&output_ty) {
+        quote!()
+    } else {
+        quote!(: #output_ty)
+    };
+
+    let p = quote!(::bulkhead::__private);
+    let slot_ty = if thread_pool {
+        quote!(#p::ThreadPoolSlot)
+    } else {
+        quote!(#p::SemaphoreSlot)
+    };
+    let slot = Ident::new("__BULKHEAD", Span::mixed_site());
+    let config_path = location.path.display().to_string();
+    let track_manifest = location.cargo_toml.as_ref().map(|toml| {
+        let toml = toml.display().to_string();
+        quote!(
+            const _: &[u8] = ::core::include_bytes!(#toml);
+        )
+    });
+    let name_value = name.value();
+    let declare = quote! {
+        static #slot: #slot_ty = #slot_ty::new(#p::Declaration {
+            name: #name_value,
+            config: ::core::include_str!(#config_path),
+            config_path: #config_path,
+        });
+        #track_manifest
+    };
+
+    let error = Ident::new("__bulkhead_error", Span::mixed_site());
+    let values: Vec<TokenStream> = {
+        let mut v = Vec::new();
+        if has_receiver {
+            v.push(quote!(self));
+        }
+        v.extend(arguments.iter().map(|a| a.outer.to_token_stream()));
+        v
+    };
+    // The output type, when it can be written in a turbofish: naming it makes a fallback
+    // returning another type fail on the fallback ("returns X, expected Y").
+    let fallback_output = if has_impl_trait(&output_ty) {
+        quote!(_)
+    } else {
+        output_ty.to_token_stream()
+    };
+    // The helpers' paths are spanned at the user's tokens (the fallback's path, the return
+    // type), so a type error from their bounds is reported there.
+    let call_fallback = |path: &syn::Path, args: &[TokenStream]| {
+        quote_spanned! {path.span()=>
+            ::bulkhead::__private::fallback::<_, _, #fallback_output>(#path, (#(#args,)*), #error)
+        }
+    };
+    let refusal = match fallback {
+        Some(path) => call_fallback(path, &values),
+        None => quote_spanned!(output_span=> ::bulkhead::__private::refusal(#error)),
+    };
+    let prologue: TokenStream = arguments
+        .iter()
+        .filter_map(|a| {
+            let outer = &a.outer;
+            a.pattern.as_ref().map(|pat| quote!(let #pat = #outer;))
+        })
+        .collect();
+
+    let block = &func.block;
+    let body: TokenStream = match (thread_pool, is_async) {
+        (false, false) => quote! {
+            #declare
+            let __bulkhead_permit = match #slot_ty::enter(&#slot) {
+                #p::Ok(permit) => permit,
+                #p::Err(#error) => return #refusal,
+            };
+            #prologue
+            #block
+        },
+        (false, true) => quote! {
+            #declare
+            match #slot_ty::enter_async(&#slot).await {
+                #p::Ok(permit) => #p::run_async(permit, async move {
+                    #prologue
+                    let __bulkhead_ret #ret_annotation = #block;
+                    #[allow(unreachable_code)]
+                    __bulkhead_ret
+                }).await,
+                #p::Err(#error) => #refusal,
+            }
+        },
+        (true, _) => {
+            let mut renamed = (**block).clone();
+            if has_receiver {
+                RenameSelf.visit_block_mut(&mut renamed);
+            }
+            let mut patterns = Vec::new();
+            if has_receiver {
+                patterns.push(Ident::new("__self", Span::call_site()).to_token_stream());
+            }
+            patterns.extend(arguments.iter().map(|a| match &a.pattern {
+                Some(pat) => pat.to_token_stream(),
+                None => a.outer.to_token_stream(),
+            }));
+            let on_refused = match fallback {
+                Some(path) => {
+                    // `self` cannot be bound by `let`: the receiver comes back as `__self`.
+                    let returned: Vec<TokenStream> = values
+                        .iter()
+                        .map(|v| {
+                            if v.to_string() == "self" {
+                                quote!(__self)
+                            } else {
+                                v.clone()
+                            }
+                        })
+                        .collect();
+                    let refusal = call_fallback(path, &returned);
+                    quote! {
+                        let (#(#returned,)*) = refused.input;
+                        let #error = refused.error;
+                        #refusal
+                    }
+                }
+                None => quote! {
+                    let #error = refused.error;
+                    #refusal
+                },
+            };
+            let call = if is_async {
+                let async_token = func
+                    .sig
+                    .asyncness
+                    .map(|a| a.span())
+                    .unwrap_or_else(Span::call_site);
+                let future = quote_spanned! {async_token=>
+                    ::bulkhead::__private::thread_pool_future(async move {
+                        let __bulkhead_ret #ret_annotation = #renamed;
+                        #[allow(unreachable_code)]
+                        __bulkhead_ret
+                    })
+                };
+                // The whole call is spanned at `async`: a future that is not `Send + 'static`
+                // is reported at the function's `async` keyword.
+                quote_spanned! {async_token=>
+                    ::bulkhead::__private::ThreadPoolSlot::call_async(&#slot, (#(#values,)*), move |(#(#patterns,)*)| #future).await
+                }
+            } else {
+                quote! {
+                    #slot_ty::call(&#slot, (#(#values,)*), move |(#(#patterns,)*)| {
+                        let __bulkhead_ret #ret_annotation = #renamed;
+                        #[allow(unreachable_code)]
+                        __bulkhead_ret
+                    })
+                }
+            };
+            quote! {
+                #declare
+                match #call {
+                    #p::Ok(output) => output,
+                    #p::Err(refused) => { #on_refused }
+                }
+            }
+        }
+    };
+
+    let attrs = &func.attrs;
+    let vis = &func.vis;
+    let sig = &func.sig;
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #body
+        }
+    }
+}
+
+/// Renames `self` to `__self` in a body that moves into a thread-pool closure, leaving
+/// nested items (which have their own `self`) and `self::path`s alone.
+struct RenameSelf;
+
+impl VisitMut for RenameSelf {
+    fn visit_expr_path_mut(&mut self, expr: &mut syn::ExprPath) {
+        if expr.qself.is_none()
+            && expr.path.is_ident("self")
+            && let Some(segment) = expr.path.segments.first_mut()
+        {
+            segment.ident = Ident::new("__self", segment.ident.span());
+        }
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+
+    fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
+        mac.tokens = rename_self_tokens(std::mem::take(&mut mac.tokens));
+    }
+}
+
+fn rename_self_tokens(tokens: TokenStream) -> TokenStream {
+    let mut out = Vec::new();
+    let mut iter = tokens.into_iter().peekable();
+    while let Some(tt) = iter.next() {
+        match tt {
+            TokenTree::Ident(ident) if ident == "self" => {
+                let is_path =
+                    matches!(iter.peek(), Some(TokenTree::Punct(p)) if p.as_char() == ':');
+                if is_path {
+                    out.push(TokenTree::Ident(ident));
+                } else {
+                    out.push(TokenTree::Ident(Ident::new("__self", ident.span())));
+                }
+            }
+            TokenTree::Group(group) => {
+                let mut renamed =
+                    proc_macro2::Group::new(group.delimiter(), rename_self_tokens(group.stream()));
+                renamed.set_span(group.span());
+                out.push(TokenTree::Group(renamed));
+            }
+            other => out.push(other),
+        }
+    }
+    out.into_iter().collect()
+}
