@@ -210,9 +210,12 @@ impl Layers {
         Ok(self)
     }
 
-    /// Adds the process's `BULKHEAD_…` environment variables on top.
+    /// Adds the process's `BULKHEAD_…` environment variables on top. Variables whose name
+    /// or value is not Unicode cannot be config and are skipped.
     pub fn env(self) -> Self {
-        self.env_vars(std::env::vars())
+        let vars = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        self.env_vars(vars)
     }
 
     /// Adds the given variables as the environment layer (tests, or a captured environment).

@@ -215,3 +215,19 @@ proptest! {
         prop_assert_eq!(d.to_string().parse::<Duration>().unwrap(), d);
     }
 }
+
+#[cfg(feature = "layers")]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Layering goes through figment's values; what comes out must be what went in.
+    #[test]
+    fn layering_a_config_alone_gives_the_same_config(config in config()) {
+        let json = serde_json::to_string(&file_of(&config)).unwrap();
+        let layered = bulkhead_config::Layers::new("embedded.yaml", &block_yaml(&json))
+            .env_vars([])
+            .extract()
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{json}")))?;
+        prop_assert_eq!(&layered, &config);
+    }
+}
