@@ -194,6 +194,20 @@ impl Layers {
         let name: Arc<str> = Arc::from(name);
         let (root, problems) = crate::yaml::parse(&name, source)?;
         self.problems.extend(problems);
+        if !matches!(root.value, NodeValue::Mapping(_)) {
+            // Figment layers are mappings; anything else would silently add nothing.
+            self.problems.push(Diagnostic::at(
+                Severity::Error,
+                &root.location,
+                "",
+                format!(
+                    "the document is {}, but a config layer is a mapping with `templates` \
+                     and `bulkheads`",
+                    root.describe()
+                ),
+            ));
+            return Ok(self);
+        }
         if self
             .layers
             .iter()

@@ -194,3 +194,18 @@ fn a_broken_embedded_config_is_reported_by_extract() {
         "{errors}"
     );
 }
+
+#[test]
+fn a_deploy_layer_that_is_not_a_mapping_is_an_error_not_ignored() {
+    let errors = Layers::new("bulkheads.yaml", DECLARED)
+        .yaml("prod.yaml", "- search\n- payment\n")
+        .unwrap()
+        .extract()
+        .unwrap_err();
+    assert!(
+        errors
+            .to_string()
+            .starts_with("prod.yaml:1:1: error: the document is a list"),
+        "{errors}"
+    );
+}
