@@ -57,6 +57,11 @@ impl Clock for SystemClock {
     }
 }
 
+/// A duration in whole nanoseconds, saturating at `u64::MAX` (584 years), for atomics.
+pub(crate) fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The process's default clock.
 pub fn system_clock() -> Arc<dyn Clock> {
     Arc::new(SystemClock)

@@ -7,6 +7,7 @@
 
 mod clock;
 mod error;
+mod rate_limit;
 mod reentry;
 mod semaphore;
 mod snapshot;
@@ -15,5 +16,6 @@ mod sync;
 
 pub use clock::{Clock, ManualClock, Sleep, SystemClock, system_clock};
 pub use error::{BulkheadError, BulkheadName, Refused};
+pub use rate_limit::{RateAdmission, RateLimiter, retry_after_header_secs};
 pub use semaphore::{Acquire, AsyncPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown};
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};

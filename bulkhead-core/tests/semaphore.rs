@@ -4,30 +4,21 @@
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bulkhead_config::SemaphoreConfig;
-use bulkhead_core::{Acquire, AsyncPermit, BulkheadError, Clock, ManualClock, SemaphoreBulkhead};
+use bulkhead_core::{Acquire, AsyncPermit, BulkheadError, ManualClock, SemaphoreBulkhead};
 
-fn config(max_concurrent_calls: u32, max_wait_ms: u64) -> SemaphoreConfig {
-    SemaphoreConfig {
-        max_concurrent_calls,
-        max_wait: bulkhead_config::Duration::from_millis(max_wait_ms),
-        fair: true,
-    }
-}
+mod support;
+
+use support::{XorShift, poll_once, semaphore as config};
 
 fn manual(name: &str, limit: u32, max_wait_ms: u64) -> (SemaphoreBulkhead, ManualClock) {
-    let clock = ManualClock::new();
-    let bulkhead = SemaphoreBulkhead::with_clock(
-        name,
-        &config(limit, max_wait_ms),
-        Arc::new(clock.clone()) as Arc<dyn Clock>,
-    );
+    let (clock, shared) = support::manual_clock();
+    let bulkhead = SemaphoreBulkhead::with_clock(name, &config(limit, max_wait_ms), shared);
     (bulkhead, clock)
 }
 
@@ -38,11 +29,6 @@ fn hold(bulkhead: &SemaphoreBulkhead) -> AsyncPermit<'_> {
         Poll::Ready(Ok(permit)) => permit,
         other => panic!("expected a free permit, got {other:?}"),
     }
-}
-
-/// Polls `fut` once with a waker that does nothing.
-fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
-    Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
 }
 
 /// Spins until `bulkhead` has `n` callers waiting for a permit.
@@ -211,7 +197,7 @@ fn queue_two(bulkhead: &SemaphoreBulkhead) -> [Acquire<'_>; 2] {
 fn dropped_acquire_future_gives_back_its_place_in_the_queue() {
     let (bulkhead, _clock) = manual("cancel", 1, 1_000);
     let held = hold(&bulkhead);
-    let [mut first, mut second] = queue_two(&bulkhead);
+    let [first, mut second] = queue_two(&bulkhead);
     assert_eq!(bulkhead.snapshot().waiting, 2);
     drop(first);
     assert_eq!(bulkhead.snapshot().waiting, 1);
@@ -227,7 +213,7 @@ fn dropped_acquire_future_gives_back_its_place_in_the_queue() {
 fn dropped_acquire_future_passes_on_a_permit_already_handed_to_it() {
     let (bulkhead, _clock) = manual("cancel", 1, 1_000);
     let held = hold(&bulkhead);
-    let [mut first, mut second] = queue_two(&bulkhead);
+    let [first, mut second] = queue_two(&bulkhead);
     // The released permit goes straight to `first`, which is dropped before it sees it.
     drop(held);
     assert_eq!(bulkhead.snapshot().waiting, 1);
@@ -492,18 +478,6 @@ fn snapshot_reports_limits_load_and_counters() {
     assert_eq!(bulkhead.snapshot().calls.completed, 1);
 }
 
-/// A tiny deterministic generator, so the stress test needs no extra dependency.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 #[test]
 fn stress_with_panics_and_cancellations_keeps_every_invariant() {
     const THREADS: u64 = 12;
@@ -534,7 +508,7 @@ fn stress_with_panics_and_cancellations_keeps_every_invariant() {
             let (bulkhead, body, refusals_seen, dropped) =
                 (&bulkhead, &body, &refusals_seen, &dropped);
             s.spawn(move || {
-                let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let mut rng = XorShift::seeded(seed);
                 for _ in 0..CALLS {
                     let refused = match rng.next() % 5 {
                         0 => catch_unwind(AssertUnwindSafe(|| {
@@ -543,7 +517,7 @@ fn stress_with_panics_and_cancellations_keeps_every_invariant() {
                                 panic!("random failure");
                             })
                         }))
-                        .map_or(false, |r| r.is_err()),
+                        .is_ok_and(|r| r.is_err()),
                         1 => bulkhead.call(body).is_err(),
                         2 => bulkhead.try_acquire().map(|_p| body()).is_err(),
                         3 => futures_executor::block_on(bulkhead.call_async(async { body() }))

@@ -50,20 +50,27 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering::{AcqRel, Acquire as AcquireOrd, Relaxed, Release};
-use std::task::{Context, Poll, Waker};
+use std::task::Waker;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{Kind, SemaphoreConfig};
+use bulkhead_config::{Kind, RateLimitConfig, SemaphoreConfig};
 
-use crate::clock::{Clock, Sleep, system_clock};
-use crate::reentry::{self, BulkheadId, Entered};
+use crate::clock::{Clock, duration_nanos, system_clock};
+use crate::rate_limit::RateLimiter;
+use crate::reentry::{self, BulkheadId};
 use crate::snapshot::BulkheadSnapshot;
 use crate::stats::Counters;
 use crate::sync::{Arc, AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Mutex};
 use crate::{BulkheadError, BulkheadName};
+
+mod acquire;
+mod permit;
+
+pub use acquire::Acquire;
+use permit::RawPermit;
+pub use permit::{AsyncPermit, Permit, RunAsync};
 
 /// Low bits of `state` used for flags; the permit count sits above them.
 const FLAG_BITS: u32 = 2;
@@ -121,6 +128,8 @@ struct Shared {
     name: BulkheadName,
     clock: Arc<dyn Clock>,
     counters: Counters,
+    /// Checked before a permit is taken; admits everything unless configured.
+    rate: RateLimiter,
 }
 
 #[derive(Default)]
@@ -165,6 +174,15 @@ impl Waiter {
         }
     }
 
+    /// How the wait ended, once it has.
+    fn resolved(&self) -> Option<Waited> {
+        match self.status() {
+            GRANTED => Some(Waited::Granted),
+            SHUT => Some(Waited::ShutDown),
+            _ => None,
+        }
+    }
+
     /// Replaces the stored waker if it would not wake the same task.
     fn update_waker(&self, waker: &Waker) {
         let mut wake = self.wake.lock();
@@ -203,6 +221,7 @@ impl SemaphoreBulkhead {
                 max_wait_nanos: AtomicU64::new(duration_nanos(config.max_wait.as_std())),
                 fair: AtomicBool::new(config.fair),
                 name: name.into(),
+                rate: RateLimiter::new(None, Arc::clone(&clock)),
                 clock,
                 counters: Counters::default(),
             }),
@@ -231,44 +250,23 @@ impl SemaphoreBulkhead {
 
     /// Takes a permit if one is free right now; never waits.
     ///
-    /// Refuses with [`BulkheadError::Full`] when every permit is taken (or, for a fair
+    /// Refuses with [`BulkheadError::RateLimited`] when a rate limit allows no more calls in
+    /// this period, [`BulkheadError::Full`] when every permit is taken (or, for a fair
     /// bulkhead, when others are already waiting) and [`BulkheadError::ShutDown`] after
     /// [`shutdown`](Self::shutdown). The returned permit marks this thread as inside the
     /// bulkhead until it is dropped.
     pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadError> {
-        let shared = &*self.shared;
-        if reentry::is_inside(shared.id()) {
-            return Ok(Permit::new(shared.reentrant()));
-        }
-        match shared.try_take() {
-            Ok(()) => Ok(Permit::new(shared.admitted())),
-            Err(err) => Err(shared.refuse(err)),
-        }
+        self.shared.try_admit().map(Permit::new)
     }
 
-    /// Takes a permit, blocking the thread at most `max_wait` for one.
+    /// Takes a permit, blocking the thread at most `max_wait` for one (after waiting at most
+    /// the rate limit's `timeout` for a rate-limit permission, if a rate limit is set).
     ///
-    /// With `max_wait` 0 this is [`try_acquire`](Self::try_acquire). Otherwise a caller that
-    /// finds no permit queues (FIFO) and is refused with [`BulkheadError::Timeout`] once the
-    /// bulkhead's clock has passed `max_wait`.
+    /// With `max_wait` 0 a caller that finds no permit is refused with
+    /// [`BulkheadError::Full`]. Otherwise it queues (FIFO) and is refused with
+    /// [`BulkheadError::Timeout`] once the bulkhead's clock has passed `max_wait`.
     pub fn acquire(&self) -> Result<Permit<'_>, BulkheadError> {
-        let shared = &*self.shared;
-        if reentry::is_inside(shared.id()) {
-            return Ok(Permit::new(shared.reentrant()));
-        }
-        let refused = match shared.try_take() {
-            Ok(()) => return Ok(Permit::new(shared.admitted())),
-            Err(err) => err,
-        };
-        let max_wait = self.max_wait();
-        if max_wait.is_zero() || matches!(refused, BulkheadError::ShutDown { .. }) {
-            return Err(shared.refuse(refused));
-        }
-        match shared.wait_blocking(max_wait) {
-            Waited::Granted => Ok(Permit::new(shared.admitted())),
-            Waited::TimedOut(waited) => Err(shared.refuse(shared.timeout(waited))),
-            Waited::ShutDown => Err(shared.refuse(shared.shut_down())),
-        }
+        self.shared.admit_blocking().map(Permit::new)
     }
 
     /// Takes a permit, awaiting at most `max_wait` for one, on any executor.
@@ -288,10 +286,7 @@ impl SemaphoreBulkhead {
     /// assert_eq!(rows, Ok(3));
     /// ```
     pub fn acquire_async(&self) -> Acquire<'_> {
-        Acquire {
-            shared: &self.shared,
-            stage: Stage::Start,
-        }
+        Acquire::new(&self.shared)
     }
 
     /// Runs `body` on this thread while holding a permit (waiting at most `max_wait` for one).
@@ -313,6 +308,40 @@ impl SemaphoreBulkhead {
     pub async fn call_async<F: Future>(&self, body: F) -> Result<F::Output, BulkheadError> {
         let permit = self.acquire_async().await?;
         Ok(permit.run_async(body).await)
+    }
+
+    /// Adds (or, with `None`, removes) a rate limit checked before each admission; for
+    /// building: `SemaphoreBulkhead::new(..).with_rate_limit(config.rate_limit.as_ref())`.
+    ///
+    /// ```
+    /// use bulkhead_config::{Duration, RateLimitConfig, SemaphoreConfig};
+    /// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+    ///
+    /// let limit = RateLimitConfig {
+    ///     limit_for_period: 1,
+    ///     refresh_period: Duration::from_secs(60),
+    ///     timeout: Duration::ZERO,
+    /// };
+    /// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
+    ///     .with_rate_limit(Some(&limit));
+    /// assert_eq!(search.call(|| "first"), Ok("first"));
+    /// let err = search.call(|| "second").unwrap_err();
+    /// assert!(matches!(err, BulkheadError::RateLimited { .. }));
+    /// assert!(err.retry_after().unwrap() <= std::time::Duration::from_secs(60));
+    /// ```
+    pub fn with_rate_limit(self, config: Option<&RateLimitConfig>) -> Self {
+        self.set_rate_limit(config);
+        self
+    }
+
+    /// Changes the rate limit live (`None` removes it); see [`RateLimiter::reconfigure`].
+    pub fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
+        self.shared.rate.reconfigure(config);
+    }
+
+    /// The rate limiter checked before each admission.
+    pub fn rate_limiter(&self) -> &RateLimiter {
+        &self.shared.rate
     }
 
     /// Applies new limits live.
@@ -598,22 +627,81 @@ impl Shared {
         let start = self.clock.now();
         let deadline = start + max_wait;
         loop {
-            match waiter.status() {
-                GRANTED => return Waited::Granted,
-                SHUT => return Waited::ShutDown,
-                _ => {}
+            if let Some(resolved) = waiter.resolved() {
+                return resolved;
             }
-            let now = self.clock.now();
-            if now >= deadline {
-                return if self.leave_queue(&waiter) {
-                    Waited::Granted
-                } else if waiter.status() == SHUT {
-                    Waited::ShutDown
-                } else {
-                    Waited::TimedOut(now - start)
-                };
+            if self.clock.now() >= deadline {
+                return self.give_up(&waiter, start);
             }
             self.clock.park_until(deadline);
+        }
+    }
+
+    /// A queued waiter's `max_wait` has passed: it leaves the queue, unless a permit or
+    /// the shutdown reached it first.
+    fn give_up(&self, waiter: &Arc<Waiter>, start: Instant) -> Waited {
+        if self.leave_queue(waiter) {
+            Waited::Granted
+        } else if waiter.status() == SHUT {
+            Waited::ShutDown
+        } else {
+            Waited::TimedOut(self.clock.now().saturating_duration_since(start))
+        }
+    }
+
+    /// Non-waiting admission: re-entry, then the rate limit, then a permit.
+    #[inline]
+    fn try_admit(&self) -> Result<RawPermit<'_>, BulkheadError> {
+        if reentry::is_inside(self.id()) {
+            return Ok(self.reentrant());
+        }
+        if self.rate.is_enabled() {
+            self.rate
+                .try_acquire(&self.name)
+                .map_err(|err| self.refuse(err))?;
+        }
+        match self.try_take() {
+            Ok(()) => Ok(self.admitted()),
+            Err(err) => Err(self.refuse(err)),
+        }
+    }
+
+    /// Blocking admission: re-entry, then the rate limit (waiting up to its `timeout`),
+    /// then a permit (waiting up to `max_wait`).
+    fn admit_blocking(&self) -> Result<RawPermit<'_>, BulkheadError> {
+        if reentry::is_inside(self.id()) {
+            return Ok(self.reentrant());
+        }
+        self.rate
+            .acquire_blocking(&self.name)
+            .map_err(|err| self.refuse(err))?;
+        let refused = match self.try_take() {
+            Ok(()) => return Ok(self.admitted()),
+            Err(err) => err,
+        };
+        match self.max_wait_after(refused) {
+            Ok(max_wait) => self.settle(self.wait_blocking(max_wait)),
+            Err(refused) => Err(self.refuse(refused)),
+        }
+    }
+
+    /// After the fast path refused with `refused`: how long this caller may wait in the
+    /// queue, or the refusal to give now (no `max_wait`, or shut down).
+    fn max_wait_after(&self, refused: BulkheadError) -> Result<Duration, BulkheadError> {
+        let max_wait = Duration::from_nanos(self.max_wait_nanos.load(Relaxed));
+        if max_wait.is_zero() || matches!(refused, BulkheadError::ShutDown { .. }) {
+            Err(refused)
+        } else {
+            Ok(max_wait)
+        }
+    }
+
+    /// Turns the end of a wait in the queue into a permit or a counted refusal.
+    fn settle(&self, waited: Waited) -> Result<RawPermit<'_>, BulkheadError> {
+        match waited {
+            Waited::Granted => Ok(self.admitted()),
+            Waited::TimedOut(waited) => Err(self.refuse(self.timeout(waited))),
+            Waited::ShutDown => Err(self.refuse(self.shut_down())),
         }
     }
 
@@ -668,315 +756,10 @@ impl Shared {
     }
 }
 
-/// A permit as the accounting sees it: held (returned on drop) or re-entrant (nothing to
-/// return). Counts the call's outcome when dropped.
-struct RawPermit<'a> {
-    shared: &'a Shared,
-    held: bool,
-    /// Set when an async body was dropped before it finished.
-    cancelled: bool,
-}
-
-impl<'a> RawPermit<'a> {
-    fn new(shared: &'a Shared, held: bool) -> Self {
-        RawPermit {
-            shared,
-            held,
-            cancelled: false,
-        }
-    }
-
-    fn id(&self) -> BulkheadId {
-        self.shared.id()
-    }
-}
-
-impl Drop for RawPermit<'_> {
-    fn drop(&mut self) {
-        if !self.held {
-            return;
-        }
-        let counters = &self.shared.counters;
-        let outcome = if std::thread::panicking() {
-            &counters.panicked
-        } else if self.cancelled {
-            &counters.cancelled
-        } else {
-            &counters.completed
-        };
-        outcome.fetch_add(1, Relaxed);
-        self.shared.release();
-    }
-}
-
-/// A permit of a [`SemaphoreBulkhead`], held by a synchronous caller; returned when dropped
-/// (also during a panic's unwinding).
-///
-/// While it lives, the thread that acquired it counts as inside the bulkhead, so a nested
-/// call to the same bulkhead on this thread runs inline instead of waiting for a permit it
-/// holds itself. It therefore stays on that thread (`!Send`); async code gets an
-/// [`AsyncPermit`] instead.
-#[must_use = "the permit is returned as soon as it is dropped"]
-pub struct Permit<'a> {
-    raw: RawPermit<'a>,
-    _inside: Option<Entered>,
-}
-
-impl<'a> Permit<'a> {
-    fn new(raw: RawPermit<'a>) -> Self {
-        let inside = raw.held.then(|| reentry::enter(raw.id()));
-        Permit {
-            raw,
-            _inside: inside,
-        }
-    }
-
-    /// True when this permit was given to a re-entrant call: it holds no permit, and the
-    /// call runs inline inside the permit its thread already holds.
-    pub fn is_reentrant(&self) -> bool {
-        !self.raw.held
-    }
-}
-
-impl fmt::Debug for Permit<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit")
-            .field("bulkhead", &self.raw.shared.name)
-            .field("reentrant", &self.is_reentrant())
-            .finish()
-    }
-}
-
-/// A permit of a [`SemaphoreBulkhead`] held by an async caller; returned when dropped.
-///
-/// It does not mark any thread by itself (a task may move between threads); run the body
-/// through [`run_async`](Self::run_async) so that nested calls to the same bulkhead made
-/// while it is polled run inline.
-#[must_use = "the permit is returned as soon as it is dropped"]
-pub struct AsyncPermit<'a> {
-    raw: RawPermit<'a>,
-}
-
-impl<'a> AsyncPermit<'a> {
-    /// True when this permit was given to a re-entrant call (see [`Permit::is_reentrant`]).
-    pub fn is_reentrant(&self) -> bool {
-        !self.raw.held
-    }
-
-    /// Awaits `body` while holding this permit, marking the bulkhead "entered" on the
-    /// polling thread during each poll. The permit is returned when the body finishes or
-    /// the returned future is dropped (then the call counts as `cancelled`).
-    pub fn run_async<F: Future>(self, body: F) -> RunAsync<'a, F> {
-        RunAsync {
-            permit: Some(self),
-            body,
-        }
-    }
-}
-
-impl fmt::Debug for AsyncPermit<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AsyncPermit")
-            .field("bulkhead", &self.raw.shared.name)
-            .field("reentrant", &self.is_reentrant())
-            .finish()
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// The future of [`AsyncPermit::run_async`]: `body`, polled inside the bulkhead.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct RunAsync<'a, F> {
-        permit: Option<AsyncPermit<'a>>,
-        #[pin]
-        body: F,
-    }
-
-    impl<'a, F> PinnedDrop for RunAsync<'a, F> {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some(permit) = this.project().permit.as_mut() {
-                // Dropped before the body finished.
-                permit.raw.cancelled = true;
-            }
-        }
-    }
-}
-
-impl<F: Future> Future for RunAsync<'_, F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        let Some(permit) = this.permit.as_ref() else {
-            panic!("`RunAsync` polled after it completed");
-        };
-        let _inside = reentry::enter(permit.raw.id());
-        let output = std::task::ready!(this.body.poll(cx));
-        // The body finished: return the permit now, counted completed.
-        *this.permit = None;
-        Poll::Ready(output)
-    }
-}
-
-impl<F> fmt::Debug for RunAsync<'_, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RunAsync")
-            .field("permit", &self.permit)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The future of [`SemaphoreBulkhead::acquire_async`]: resolves to a permit, or to the
-/// refusal. Needs no particular executor; waits go through the bulkhead's clock.
-#[must_use = "futures do nothing unless polled"]
-pub struct Acquire<'a> {
-    shared: &'a Shared,
-    stage: Stage,
-}
-
-enum Stage {
-    /// Not polled yet.
-    Start,
-    /// In the waiter queue since `start`, until `sleep` fires.
-    Queued {
-        waiter: Arc<Waiter>,
-        sleep: Sleep,
-        start: Instant,
-    },
-    /// Resolved.
-    Done,
-}
-
-impl<'a> Future for Acquire<'a> {
-    type Output = Result<AsyncPermit<'a>, BulkheadError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let shared = self.shared;
-        let result = match std::mem::replace(&mut self.stage, Stage::Done) {
-            Stage::Start => {
-                if reentry::is_inside(shared.id()) {
-                    return Poll::Ready(Ok(AsyncPermit {
-                        raw: shared.reentrant(),
-                    }));
-                }
-                let refused = match shared.try_take() {
-                    Ok(()) => {
-                        return Poll::Ready(Ok(AsyncPermit {
-                            raw: shared.admitted(),
-                        }));
-                    }
-                    Err(err) => err,
-                };
-                let max_wait = Duration::from_nanos(shared.max_wait_nanos.load(Relaxed));
-                if max_wait.is_zero() || matches!(refused, BulkheadError::ShutDown { .. }) {
-                    return Poll::Ready(Err(shared.refuse(refused)));
-                }
-                let waiter = Waiter::new(Wake::Task(cx.waker().clone()));
-                match shared.take_or_enqueue(&waiter) {
-                    Ok(true) => Waited::Granted,
-                    Err(err) => return Poll::Ready(Err(shared.refuse(err))),
-                    Ok(false) => {
-                        let start = shared.clock.now();
-                        self.stage = Stage::Queued {
-                            waiter,
-                            sleep: shared.clock.sleep_until(start + max_wait),
-                            start,
-                        };
-                        return self.poll(cx);
-                    }
-                }
-            }
-            Stage::Queued {
-                waiter,
-                mut sleep,
-                start,
-            } => match poll_queued(shared, &waiter, &mut sleep, start, cx) {
-                Some(waited) => waited,
-                None => {
-                    self.stage = Stage::Queued {
-                        waiter,
-                        sleep,
-                        start,
-                    };
-                    return Poll::Pending;
-                }
-            },
-            Stage::Done => panic!("`Acquire` polled after it completed"),
-        };
-        Poll::Ready(match result {
-            Waited::Granted => Ok(AsyncPermit {
-                raw: shared.admitted(),
-            }),
-            Waited::TimedOut(waited) => Err(shared.refuse(shared.timeout(waited))),
-            Waited::ShutDown => Err(shared.refuse(shared.shut_down())),
-        })
-    }
-}
-
-/// One poll of a queued async waiter: `Some` once it is resolved.
-fn poll_queued(
-    shared: &Shared,
-    waiter: &Arc<Waiter>,
-    sleep: &mut Sleep,
-    start: Instant,
-    cx: &mut Context<'_>,
-) -> Option<Waited> {
-    match waiter.status() {
-        GRANTED => return Some(Waited::Granted),
-        SHUT => return Some(Waited::ShutDown),
-        _ => {}
-    }
-    if sleep.as_mut().poll(cx).is_ready() {
-        return Some(if shared.leave_queue(waiter) {
-            Waited::Granted
-        } else if waiter.status() == SHUT {
-            Waited::ShutDown
-        } else {
-            Waited::TimedOut(shared.clock.now() - start)
-        });
-    }
-    waiter.update_waker(cx.waker());
-    // A grant between the status check and the waker update woke the old waker; look again.
-    match waiter.status() {
-        GRANTED => Some(Waited::Granted),
-        SHUT => Some(Waited::ShutDown),
-        _ => None,
-    }
-}
-
-impl Drop for Acquire<'_> {
-    fn drop(&mut self) {
-        if let Stage::Queued { waiter, .. } = &self.stage
-            && self.shared.leave_queue(waiter)
-        {
-            // A permit was handed to us but never reached the caller: pass it on.
-            self.shared.release_slow();
-        }
-    }
-}
-
-impl fmt::Debug for Acquire<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let stage = match self.stage {
-            Stage::Start => "start",
-            Stage::Queued { .. } => "queued",
-            Stage::Done => "done",
-        };
-        f.debug_struct("Acquire")
-            .field("bulkhead", &self.shared.name)
-            .field("stage", &stage)
-            .finish()
-    }
-}
-
 fn permits_to_state(permits: u32) -> isize {
     permits as isize * ONE
 }
 
 fn clamp_u32(n: isize) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
-}
-
-fn duration_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

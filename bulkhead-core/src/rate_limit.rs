@@ -1,0 +1,335 @@
+//! The rate limiter a bulkhead checks before admission: at most `limit_for_period` calls
+//! per `refresh_period`, with an optional bounded wait for the next period.
+//!
+//! Resilience4j's `AtomicRateLimiter` semantics (seed 003), on a [`Clock`]: time is cut into
+//! cycles of `refresh_period` counted from the limiter's creation; each cycle refills the
+//! permissions to `limit_for_period` (unused ones do not accumulate). A caller that finds
+//! none may *reserve* one of a coming cycle if it would get it within its `timeout`, and
+//! then waits until that cycle starts; otherwise it is refused with
+//! [`BulkheadError::RateLimited`], whose `retry_after` is computed from the limiter's state:
+//! the time until a permission would be free.
+//!
+//! # Invariants
+//!
+//! 1. The cycle and the permissions left in it live in one atomic word, changed only by
+//!    compare-and-swap: however many threads race, a cycle admits at most
+//!    `limit_for_period` calls (reservations of later cycles count against those cycles).
+//! 2. A refusal reserves nothing and writes nothing.
+//! 3. A reload takes effect at once: the permissions of the current cycle move by the
+//!    change of `limit_for_period` (never above the new limit); a new `refresh_period`
+//!    starts a new cycle.
+//!
+//! Known limits: the cycle number is kept modulo 2³², so a limiter idle for 2³² periods
+//! (50 days at 1 ms) may refill one cycle late; a reservation whose waiter is dropped (a
+//! cancelled future) is not given back, as in Resilience4j.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::time::{Duration, Instant};
+
+use bulkhead_config::RateLimitConfig;
+use parking_lot::Mutex;
+
+use crate::clock::{Clock, duration_nanos, system_clock};
+use crate::sync::{AtomicU32, AtomicU64};
+use crate::{BulkheadError, BulkheadName};
+
+/// What the rate limiter says to one caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateAdmission {
+    /// A permission was taken from the current period: go on.
+    Admitted,
+    /// A permission of a coming period was reserved: wait until this instant (by the
+    /// limiter's clock), then go on.
+    WaitUntil(Instant),
+    /// No permission within the caller's timeout; nothing was reserved.
+    Refused {
+        /// How long until a permission would be free.
+        retry_after: Duration,
+    },
+}
+
+/// An atomic rate limiter, shared by every caller of one bulkhead (of either kind).
+///
+/// A limiter without a config ([`RateLimiter::disabled`]) admits everything at the cost of
+/// one relaxed load, so bulkheads always carry one and reloads can switch it on and off.
+///
+/// ```
+/// use std::{sync::Arc, time::Duration};
+/// use bulkhead_config::{Duration as ConfigDuration, RateLimitConfig};
+/// use bulkhead_core::{ManualClock, RateAdmission, RateLimiter, retry_after_header_secs};
+///
+/// let clock = ManualClock::new();
+/// let config = RateLimitConfig {
+///     limit_for_period: 2,
+///     refresh_period: ConfigDuration::from_secs(1),
+///     timeout: ConfigDuration::ZERO,
+/// };
+/// let limiter = RateLimiter::new(Some(&config), Arc::new(clock.clone()));
+/// assert_eq!(limiter.reserve(Duration::ZERO), RateAdmission::Admitted);
+/// assert_eq!(limiter.reserve(Duration::ZERO), RateAdmission::Admitted);
+/// clock.advance(Duration::from_millis(300));
+/// let RateAdmission::Refused { retry_after } = limiter.reserve(Duration::ZERO) else {
+///     unreachable!("two per second")
+/// };
+/// assert_eq!(retry_after, Duration::from_millis(700));
+/// assert_eq!(retry_after_header_secs(retry_after), 1); // `Retry-After: 1`
+/// ```
+pub struct RateLimiter {
+    /// `(cycle as u32) << 32 | (permissions as i32 as u32)`.
+    state: AtomicU64,
+    /// `limit_for_period`; 0 = no rate limit.
+    limit: AtomicU32,
+    /// `refresh_period` in nanoseconds (at least 1).
+    period_nanos: AtomicU64,
+    /// `timeout` in nanoseconds.
+    timeout_nanos: AtomicU64,
+    /// Serialises reconfiguration.
+    reconfiguring: Mutex<()>,
+    origin: Instant,
+    clock: Arc<dyn Clock>,
+}
+
+impl RateLimiter {
+    /// A limiter with `config` (`None`: no rate limit) on `clock`.
+    pub fn new(config: Option<&RateLimitConfig>, clock: Arc<dyn Clock>) -> Self {
+        let limiter = RateLimiter {
+            state: AtomicU64::new(0),
+            limit: AtomicU32::new(0),
+            period_nanos: AtomicU64::new(1),
+            timeout_nanos: AtomicU64::new(0),
+            reconfiguring: Mutex::new(()),
+            origin: clock.now(),
+            clock,
+        };
+        limiter.reconfigure(config);
+        limiter
+    }
+
+    /// A limiter that admits everything, on the system clock.
+    pub fn disabled() -> Self {
+        RateLimiter::new(None, system_clock())
+    }
+
+    /// True when a rate limit is configured.
+    #[inline]
+    pub fn is_enabled(&self) -> bool {
+        self.limit.load(Relaxed) != 0
+    }
+
+    /// The configured `timeout`: how long a caller may wait for a coming period.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_nanos(self.timeout_nanos.load(Relaxed))
+    }
+
+    /// The current `limit_for_period` (0 without a rate limit).
+    pub fn limit_for_period(&self) -> u32 {
+        self.limit.load(Relaxed)
+    }
+
+    /// The current `refresh_period` (`None` without a rate limit).
+    pub fn refresh_period(&self) -> Option<Duration> {
+        self.is_enabled()
+            .then(|| Duration::from_nanos(self.period_nanos.load(Relaxed)))
+    }
+
+    /// Permissions left in the current period (negative: reserved by waiting callers).
+    pub fn available_permissions(&self) -> i64 {
+        if !self.is_enabled() {
+            return i64::MAX;
+        }
+        let now = self.elapsed_nanos();
+        self.refreshed(self.state.load(Acquire), now).1
+    }
+
+    /// Applies a new rate limit live (`None` switches it off). Never blocks callers.
+    pub fn reconfigure(&self, config: Option<&RateLimitConfig>) {
+        let _serialised = self.reconfiguring.lock();
+        let Some(config) = config.filter(|c| c.limit_for_period > 0) else {
+            self.limit.store(0, Release);
+            return;
+        };
+        let new_limit = config.limit_for_period.min(i32::MAX as u32);
+        let new_period = duration_nanos(config.refresh_period.as_std()).max(1);
+        self.timeout_nanos
+            .store(duration_nanos(config.timeout.as_std()), Relaxed);
+        let old_limit = self.limit.load(Acquire);
+        let old_period = self.period_nanos.load(Acquire);
+        let mut prev = self.state.load(Acquire);
+        loop {
+            let now = self.elapsed_nanos();
+            let permissions = if old_limit == 0 || old_period != new_period {
+                // Switched on, or a new period length: start a fresh cycle now, keeping any
+                // debt of reservations already promised.
+                let left = if old_limit == 0 {
+                    i64::from(new_limit)
+                } else {
+                    self.refreshed(prev, now).1
+                };
+                left.min(i64::from(new_limit))
+            } else {
+                let left = self.refreshed(prev, now).1;
+                (left + i64::from(new_limit) - i64::from(old_limit)).min(i64::from(new_limit))
+            };
+            let next = pack(now / new_period, permissions);
+            match self.state.compare_exchange(prev, next, AcqRel, Acquire) {
+                Ok(_) => break,
+                Err(actual) => prev = actual,
+            }
+        }
+        self.period_nanos.store(new_period, Release);
+        self.limit.store(new_limit, Release);
+    }
+
+    /// Takes a permission now, or reserves one of a coming period if it would be free
+    /// within `timeout`, or refuses (reserving nothing).
+    pub fn reserve(&self, timeout: Duration) -> RateAdmission {
+        let limit = i64::from(self.limit.load(Acquire));
+        if limit == 0 {
+            return RateAdmission::Admitted;
+        }
+        let period = self.period_nanos.load(Acquire);
+        let timeout = duration_nanos(timeout);
+        let mut prev = self.state.load(Acquire);
+        loop {
+            let now = self.elapsed_nanos();
+            let (cycle, permissions) = self.refreshed(prev, now);
+            let wait = if permissions >= 1 {
+                0
+            } else {
+                // Cycles until a permission is left over for us, the first one partial.
+                let to_next_cycle = (cycle + 1) * period - now;
+                let cycles = (1 - permissions + limit - 1) / limit;
+                to_next_cycle.saturating_add((cycles as u64 - 1).saturating_mul(period))
+            };
+            if wait > timeout {
+                return RateAdmission::Refused {
+                    retry_after: Duration::from_nanos(wait),
+                };
+            }
+            match self.state.compare_exchange_weak(
+                prev,
+                pack(cycle, permissions - 1),
+                AcqRel,
+                Acquire,
+            ) {
+                Ok(_) if wait == 0 => return RateAdmission::Admitted,
+                Ok(_) => {
+                    return RateAdmission::WaitUntil(
+                        self.origin + Duration::from_nanos(now.saturating_add(wait)),
+                    );
+                }
+                Err(actual) => prev = actual,
+            }
+        }
+    }
+
+    /// Takes a permission for a call to bulkhead `name`, blocking the thread (through the
+    /// clock) for a reserved one if the configured `timeout` allows; a refusal names `name`.
+    pub fn acquire_blocking(&self, name: &BulkheadName) -> Result<(), BulkheadError> {
+        if !self.is_enabled() {
+            return Ok(());
+        }
+        match self.reserve(self.timeout()) {
+            RateAdmission::Admitted => Ok(()),
+            RateAdmission::WaitUntil(deadline) => {
+                while self.clock.now() < deadline {
+                    self.clock.park_until(deadline);
+                }
+                Ok(())
+            }
+            RateAdmission::Refused { retry_after } => Err(BulkheadError::RateLimited {
+                name: name.clone(),
+                retry_after,
+            }),
+        }
+    }
+
+    /// Like [`acquire_blocking`](Self::acquire_blocking) but never waits: a permission of
+    /// the current period or a refusal.
+    pub fn try_acquire(&self, name: &BulkheadName) -> Result<(), BulkheadError> {
+        match self.reserve(Duration::ZERO) {
+            RateAdmission::Refused { retry_after } => Err(BulkheadError::RateLimited {
+                name: name.clone(),
+                retry_after,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The clock the limiter measures periods with; async callers wait for a
+    /// [`RateAdmission::WaitUntil`] with its [`Clock::sleep_until`].
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Nanoseconds since the limiter was created, by its clock.
+    fn elapsed_nanos(&self) -> u64 {
+        duration_nanos(self.clock.now().saturating_duration_since(self.origin))
+    }
+
+    /// The current cycle and the permissions left in it, refilling `state` as of `now`.
+    fn refreshed(&self, state: u64, now: u64) -> (u64, i64) {
+        let limit = i64::from(self.limit.load(Acquire));
+        let period = self.period_nanos.load(Acquire).max(1);
+        let cycle_now = now / period;
+        let (cycle, permissions) = unpack(state);
+        let elapsed = u64::from((cycle_now as u32).wrapping_sub(cycle));
+        let permissions = if elapsed == 0 {
+            permissions
+        } else {
+            permissions
+                .saturating_add((elapsed as i64).saturating_mul(limit))
+                .min(limit)
+        };
+        (cycle_now, permissions)
+    }
+}
+
+impl fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("limit_for_period", &self.limit_for_period())
+            .field("refresh_period", &self.refresh_period())
+            .field("timeout", &self.timeout())
+            .finish()
+    }
+}
+
+/// `Retry-After` in whole seconds (HTTP's unit), rounded up so a client that honours it
+/// never comes back before a permission is free.
+///
+/// ```
+/// use std::time::Duration;
+/// use bulkhead_core::retry_after_header_secs;
+/// assert_eq!(retry_after_header_secs(Duration::from_millis(1)), 1);
+/// assert_eq!(retry_after_header_secs(Duration::from_secs(2)), 2);
+/// assert_eq!(retry_after_header_secs(Duration::from_millis(2001)), 3);
+/// assert_eq!(retry_after_header_secs(Duration::ZERO), 0);
+/// ```
+pub fn retry_after_header_secs(retry_after: Duration) -> u64 {
+    retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)
+}
+
+fn pack(cycle: u64, permissions: i64) -> u64 {
+    let permissions = permissions.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+    (u64::from(cycle as u32) << 32) | u64::from(permissions as u32)
+}
+
+fn unpack(state: u64) -> (u32, i64) {
+    ((state >> 32) as u32, i64::from(state as u32 as i32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_round_trips_negative_permissions_and_wrapping_cycles() {
+        for (cycle, permissions) in [(0, 0), (7, -3), (u64::from(u32::MAX) + 5, 12)] {
+            let (c, p) = unpack(pack(cycle, permissions));
+            assert_eq!((u64::from(c), p), (cycle & 0xFFFF_FFFF, permissions));
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The future of [`SemaphoreBulkhead::acquire_async`](super::SemaphoreBulkhead::acquire_async).
+//!
+//! A small state machine, polled on any executor: `Start` (re-entry check, rate limit,
+//! fast path) → `RateWait` (a reserved rate-limit permission of a coming period) →
+//! `Permit` (fast path, else enqueue) → `Queued` (until granted, shut down, or `max_wait`
+//! passes on the bulkhead's clock) → done. Dropping it while `Queued` leaves the queue and
+//! passes on a permit that was granted but not yet seen (invariant 4 of the module).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use super::{AsyncPermit, Shared, Waited, Waiter, Wake};
+use crate::BulkheadError;
+use crate::clock::Sleep;
+use crate::rate_limit::RateAdmission;
+use crate::reentry;
+use crate::sync::Arc;
+
+/// The future of [`SemaphoreBulkhead::acquire_async`](super::SemaphoreBulkhead::acquire_async):
+/// resolves to a permit, or to the refusal. Needs no particular executor; every wait goes
+/// through the bulkhead's clock.
+#[must_use = "futures do nothing unless polled"]
+pub struct Acquire<'a> {
+    shared: &'a Shared,
+    stage: Stage,
+}
+
+enum Stage {
+    /// Not polled yet.
+    Start,
+    /// Waiting for the period of a reserved rate-limit permission to start.
+    RateWait(Sleep),
+    /// Past the rate limit: take a permit or queue for one.
+    Permit,
+    /// In the waiter queue since `start`, until `sleep` (the `max_wait` deadline) fires.
+    Queued {
+        waiter: Arc<Waiter>,
+        sleep: Sleep,
+        start: Instant,
+    },
+    /// Resolved.
+    Done,
+}
+
+impl<'a> Acquire<'a> {
+    pub(super) fn new(shared: &'a Shared) -> Self {
+        Acquire {
+            shared,
+            stage: Stage::Start,
+        }
+    }
+}
+
+impl<'a> Future for Acquire<'a> {
+    type Output = Result<AsyncPermit<'a>, BulkheadError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let shared = self.shared;
+        let waited = loop {
+            match std::mem::replace(&mut self.stage, Stage::Done) {
+                Stage::Start => {
+                    if reentry::is_inside(shared.id()) {
+                        return ready(Ok(shared.reentrant()));
+                    }
+                    self.stage = match shared.rate.reserve(shared.rate.timeout()) {
+                        RateAdmission::Admitted => Stage::Permit,
+                        RateAdmission::WaitUntil(at) => {
+                            Stage::RateWait(shared.clock.sleep_until(at))
+                        }
+                        RateAdmission::Refused { retry_after } => {
+                            let err = BulkheadError::RateLimited {
+                                name: shared.name.clone(),
+                                retry_after,
+                            };
+                            return ready(Err(shared.refuse(err)));
+                        }
+                    };
+                }
+                Stage::RateWait(mut sleep) => {
+                    if sleep.as_mut().poll(cx).is_pending() {
+                        self.stage = Stage::RateWait(sleep);
+                        return Poll::Pending;
+                    }
+                    self.stage = Stage::Permit;
+                }
+                Stage::Permit => {
+                    let refused = match shared.try_take() {
+                        Ok(()) => return ready(Ok(shared.admitted())),
+                        Err(err) => err,
+                    };
+                    let max_wait = match shared.max_wait_after(refused) {
+                        Ok(max_wait) => max_wait,
+                        Err(refused) => return ready(Err(shared.refuse(refused))),
+                    };
+                    let waiter = Waiter::new(Wake::Task(cx.waker().clone()));
+                    match shared.take_or_enqueue(&waiter) {
+                        Ok(true) => break Waited::Granted,
+                        Ok(false) => {
+                            let start = shared.clock.now();
+                            self.stage = Stage::Queued {
+                                waiter,
+                                sleep: shared.clock.sleep_until(start + max_wait),
+                                start,
+                            };
+                        }
+                        Err(err) => return ready(Err(shared.refuse(err))),
+                    }
+                }
+                Stage::Queued {
+                    waiter,
+                    mut sleep,
+                    start,
+                } => match poll_queued(shared, &waiter, &mut sleep, start, cx) {
+                    Some(waited) => break waited,
+                    None => {
+                        self.stage = Stage::Queued {
+                            waiter,
+                            sleep,
+                            start,
+                        };
+                        return Poll::Pending;
+                    }
+                },
+                Stage::Done => panic!("`Acquire` polled after it completed"),
+            }
+        };
+        ready(shared.settle(waited))
+    }
+}
+
+fn ready(
+    permit: Result<super::RawPermit<'_>, BulkheadError>,
+) -> Poll<Result<AsyncPermit<'_>, BulkheadError>> {
+    Poll::Ready(permit.map(|raw| AsyncPermit { raw }))
+}
+
+/// One poll of a queued waiter: `Some` once its wait has ended.
+fn poll_queued(
+    shared: &Shared,
+    waiter: &Arc<Waiter>,
+    sleep: &mut Sleep,
+    start: Instant,
+    cx: &mut Context<'_>,
+) -> Option<Waited> {
+    if let Some(resolved) = waiter.resolved() {
+        return Some(resolved);
+    }
+    if sleep.as_mut().poll(cx).is_ready() {
+        return Some(shared.give_up(waiter, start));
+    }
+    waiter.update_waker(cx.waker());
+    // A grant between the first look and the waker update woke the old waker: look again.
+    waiter.resolved()
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        if let Stage::Queued { waiter, .. } = &self.stage
+            && self.shared.leave_queue(waiter)
+        {
+            // A permit was handed to us but never reached the caller: pass it on.
+            self.shared.release_slow();
+        }
+    }
+}
+
+impl fmt::Debug for Acquire<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stage = match self.stage {
+            Stage::Start => "start",
+            Stage::RateWait(_) => "rate-wait",
+            Stage::Permit => "permit",
+            Stage::Queued { .. } => "queued",
+            Stage::Done => "done",
+        };
+        f.debug_struct("Acquire")
+            .field("bulkhead", &self.shared.name)
+            .field("stage", &stage)
+            .finish()
+    }
+}

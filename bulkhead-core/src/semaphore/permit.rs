@@ -1,0 +1,173 @@
+//! Permits: what an admitted (or re-entrant) call holds, and how its outcome is counted.
+//!
+//! A held permit is returned exactly once, when its guard drops (also while a panic
+//! unwinds); the call is then counted `panicked` if the thread is panicking, `cancelled` if
+//! an async body was dropped before it finished, and `completed` otherwise. A re-entrant
+//! permit holds nothing and returns nothing.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll};
+
+use super::Shared;
+use crate::reentry::{self, BulkheadId, Entered};
+
+/// A permit as the accounting sees it: held (returned on drop) or re-entrant (nothing to
+/// return). Counts the call's outcome when dropped.
+pub(super) struct RawPermit<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) held: bool,
+    /// Set when an async body was dropped before it finished.
+    pub(super) cancelled: bool,
+}
+
+impl<'a> RawPermit<'a> {
+    pub(super) fn new(shared: &'a Shared, held: bool) -> Self {
+        RawPermit {
+            shared,
+            held,
+            cancelled: false,
+        }
+    }
+
+    fn id(&self) -> BulkheadId {
+        self.shared.id()
+    }
+}
+
+impl Drop for RawPermit<'_> {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let counters = &self.shared.counters;
+        let outcome = if std::thread::panicking() {
+            &counters.panicked
+        } else if self.cancelled {
+            &counters.cancelled
+        } else {
+            &counters.completed
+        };
+        outcome.fetch_add(1, Relaxed);
+        self.shared.release();
+    }
+}
+
+/// A permit of a [`SemaphoreBulkhead`], held by a synchronous caller; returned when dropped
+/// (also during a panic's unwinding).
+///
+/// While it lives, the thread that acquired it counts as inside the bulkhead, so a nested
+/// call to the same bulkhead on this thread runs inline instead of waiting for a permit it
+/// holds itself. It therefore stays on that thread (`!Send`); async code gets an
+/// [`AsyncPermit`] instead.
+#[must_use = "the permit is returned as soon as it is dropped"]
+pub struct Permit<'a> {
+    raw: RawPermit<'a>,
+    _inside: Option<Entered>,
+}
+
+impl<'a> Permit<'a> {
+    pub(super) fn new(raw: RawPermit<'a>) -> Self {
+        let inside = raw.held.then(|| reentry::enter(raw.id()));
+        Permit {
+            raw,
+            _inside: inside,
+        }
+    }
+
+    /// True when this permit was given to a re-entrant call: it holds no permit, and the
+    /// call runs inline inside the permit its thread already holds.
+    pub fn is_reentrant(&self) -> bool {
+        !self.raw.held
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("bulkhead", &self.raw.shared.name)
+            .field("reentrant", &self.is_reentrant())
+            .finish()
+    }
+}
+
+/// A permit of a [`SemaphoreBulkhead`] held by an async caller; returned when dropped.
+///
+/// It does not mark any thread by itself (a task may move between threads); run the body
+/// through [`run_async`](Self::run_async) so that nested calls to the same bulkhead made
+/// while it is polled run inline.
+#[must_use = "the permit is returned as soon as it is dropped"]
+pub struct AsyncPermit<'a> {
+    pub(super) raw: RawPermit<'a>,
+}
+
+impl<'a> AsyncPermit<'a> {
+    /// True when this permit was given to a re-entrant call (see [`Permit::is_reentrant`]).
+    pub fn is_reentrant(&self) -> bool {
+        !self.raw.held
+    }
+
+    /// Awaits `body` while holding this permit, marking the bulkhead "entered" on the
+    /// polling thread during each poll. The permit is returned when the body finishes or
+    /// the returned future is dropped (then the call counts as `cancelled`).
+    pub fn run_async<F: Future>(self, body: F) -> RunAsync<'a, F> {
+        RunAsync {
+            permit: Some(self),
+            body,
+        }
+    }
+}
+
+impl fmt::Debug for AsyncPermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncPermit")
+            .field("bulkhead", &self.raw.shared.name)
+            .field("reentrant", &self.is_reentrant())
+            .finish()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`AsyncPermit::run_async`]: `body`, polled inside the bulkhead.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct RunAsync<'a, F> {
+        permit: Option<AsyncPermit<'a>>,
+        #[pin]
+        body: F,
+    }
+
+    impl<'a, F> PinnedDrop for RunAsync<'a, F> {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(permit) = this.project().permit.as_mut() {
+                // Dropped before the body finished.
+                permit.raw.cancelled = true;
+            }
+        }
+    }
+}
+
+impl<F: Future> Future for RunAsync<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let Some(permit) = this.permit.as_ref() else {
+            panic!("`RunAsync` polled after it completed");
+        };
+        let _inside = reentry::enter(permit.raw.id());
+        let output = std::task::ready!(this.body.poll(cx));
+        // The body finished: return the permit now, counted completed.
+        *this.permit = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<F> fmt::Debug for RunAsync<'_, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunAsync")
+            .field("permit", &self.permit)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,64 @@
+//! Helpers shared by the integration tests: manual polling, a manual clock as
+//! `Arc<dyn Clock>`, config shorthands and a deterministic generator.
+// Each test crate uses its own subset of these.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use bulkhead_config::{Duration, RateLimitConfig, SemaphoreConfig};
+use bulkhead_core::{Clock, ManualClock};
+
+/// A fair semaphore config with `max_wait` in milliseconds.
+pub fn semaphore(max_concurrent_calls: u32, max_wait_ms: u64) -> SemaphoreConfig {
+    SemaphoreConfig {
+        max_concurrent_calls,
+        max_wait: Duration::from_millis(max_wait_ms),
+        fair: true,
+    }
+}
+
+/// A rate limit of `limit_for_period` per `refresh_period_ms`, waiting up to `timeout_ms`.
+pub fn rate_limit(
+    limit_for_period: u32,
+    refresh_period_ms: u64,
+    timeout_ms: u64,
+) -> RateLimitConfig {
+    RateLimitConfig {
+        limit_for_period,
+        refresh_period: Duration::from_millis(refresh_period_ms),
+        timeout: Duration::from_millis(timeout_ms),
+    }
+}
+
+/// A manual clock and the same clock as the runtime takes it.
+pub fn manual_clock() -> (ManualClock, Arc<dyn Clock>) {
+    let clock = ManualClock::new();
+    let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+    (clock, shared)
+}
+
+/// Polls `fut` once with a waker that does nothing.
+pub fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// A small deterministic generator (xorshift64), so stress mixes are reproducible.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// Seeds from any number (0 included).
+    pub fn seeded(seed: u64) -> Self {
+        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
