@@ -18,6 +18,7 @@
 //! <iterations>` runs one workload's loop alone, for callgrind (see `profile.rs`).
 
 mod alloc;
+mod attribute;
 mod harness;
 mod java;
 mod peers;
@@ -179,9 +180,6 @@ const CORE_TRY: &str = "SemaphoreBulkhead::try_acquire + drop";
 const TOKIO_TRY: &str = "tokio Semaphore::try_acquire + drop";
 const CONDVAR: &str = "Mutex/Condvar semaphore";
 
-/// Why the `#[bulkhead]` rows have no figure yet.
-const ATTRIBUTE_MISSING: &str = "n/a (not built yet)";
-
 fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
     let ours = SemaphoreBulkhead::new("bench-semaphore", &semaphore_config(25));
     let tokio_sem = tokio::sync::Semaphore::new(25);
@@ -190,9 +188,14 @@ fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
     let mut y = 0u64;
     let mut z = 0u64;
     let mut w = 0u64;
+    let mut v = 0u64;
     let results = measure(
         settings.fast,
         vec![
+            each(ATTRIBUTE, || {
+                v += 1;
+                black_box(attribute::guarded(v).ok());
+            }),
             each(CORE_CALL, || {
                 x += 1;
                 black_box(ours.call(|| black_box(x)).ok());
@@ -225,7 +228,7 @@ fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
         find(&results, TOKIO_TRY),
         find(&results, CONDVAR),
     );
-    let attribute = || Cell::missing(ATTRIBUTE, ATTRIBUTE_MISSING);
+    let attribute = || Cell::of(find(&results, ATTRIBUTE));
     rows.push(Row {
         workload: "1. sync semaphore call, uncontended".into(),
         ours: attribute(),
