@@ -40,11 +40,10 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+use bulkhead_core::{BulkheadError, SemaphoreBulkhead, retry_after_header_secs};
 use http::{HeaderValue, StatusCode, header};
 use http_body::{Frame, SizeHint};
 use tower_layer::Layer;
@@ -83,7 +82,10 @@ impl Refusal {
     /// The `Retry-After` value in whole seconds, if the client should retry here at all.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match &self.0 {
-            BulkheadError::RateLimited { retry_after, .. } => Some(whole_seconds_up(*retry_after)),
+            // Whole seconds, rounded up, and at least 1: `Retry-After: 0` invites a retry storm.
+            BulkheadError::RateLimited { retry_after, .. } => {
+                Some(retry_after_header_secs(*retry_after).max(1))
+            }
             BulkheadError::ShutDown { .. } => None,
             _ => Some(1),
         }
@@ -93,12 +95,6 @@ impl Refusal {
     pub fn error(&self) -> &BulkheadError {
         &self.0
     }
-}
-
-/// Rounds up to whole seconds, at least 1 (a `Retry-After: 0` invites a retry storm).
-fn whole_seconds_up(wait: Duration) -> u64 {
-    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    secs.max(1)
 }
 
 impl From<BulkheadError> for Refusal {
