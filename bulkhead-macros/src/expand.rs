@@ -86,24 +86,24 @@ fn resolve(cx: &mut Ctxt, loaded: &Loaded, name: &syn::LitStr) -> Option<(Kind, 
                 return Some((*kind, location.clone()));
             }
             let file = location.path.display();
-            let message = if bulkheads.is_empty() {
-                format!(
-                    "unknown bulkhead `{wanted}`: {file} declares no bulkheads\nhelp: add it under `bulkheads:` in that file"
-                )
-            } else {
-                let declared = bulkheads
-                    .keys()
-                    .map(|k| format!("`{k}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let suggestion =
-                    crate::suggest::closest(&wanted, bulkheads.keys().map(String::as_str))
-                        .map(|s| format!("\nhelp: did you mean `{s}`?"))
-                        .unwrap_or_else(|| {
-                            "\nhelp: declare it under `bulkheads:` in that file".to_string()
-                        });
-                format!("unknown bulkhead `{wanted}`: {file} declares {declared}{suggestion}")
+            let help = match crate::suggest::closest(&wanted, bulkheads.keys().map(String::as_str))
+            {
+                Some(close) => format!("did you mean `{close}`?"),
+                None if bulkheads.is_empty() => {
+                    "the file declares no bulkheads yet: add this one under `bulkheads:`"
+                        .to_string()
+                }
+                None => format!(
+                    "declare it under `bulkheads:` in that file, or use one it declares: {}",
+                    bulkheads
+                        .keys()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             };
+            let message =
+                format!("unknown bulkhead `{wanted}`: {file} does not declare it\nhelp: {help}");
             cx.error(name.span(), message);
             None
         }
@@ -350,7 +350,14 @@ fn expand(
         #track_manifest
     };
 
+    // The expansion's own locals are hygienic (mixed-site): the body cannot see them, and
+    // they cannot shadow the function's parameters (a parameter named `permit` stays the
+    // caller's inside the body).
     let error = Ident::new("__bulkhead_error", Span::mixed_site());
+    let permit = Ident::new("__bulkhead_permit", Span::mixed_site());
+    let ret = Ident::new("__bulkhead_ret", Span::mixed_site());
+    let refused = Ident::new("__bulkhead_refused", Span::mixed_site());
+    let output = Ident::new("__bulkhead_output", Span::mixed_site());
     let values: Vec<TokenStream> = {
         let mut v = Vec::new();
         if has_receiver {
@@ -389,8 +396,8 @@ fn expand(
     let body: TokenStream = match (thread_pool, is_async) {
         (false, false) => quote! {
             #declare
-            let __bulkhead_permit = match #slot_ty::enter(&#slot) {
-                #p::Ok(permit) => permit,
+            let #permit = match #slot_ty::enter(&#slot) {
+                #p::Ok(#permit) => #permit,
                 #p::Err(#error) => return #refusal,
             };
             #prologue
@@ -399,11 +406,11 @@ fn expand(
         (false, true) => quote! {
             #declare
             match #slot_ty::enter_async(&#slot).await {
-                #p::Ok(permit) => #p::run_async(permit, async move {
+                #p::Ok(#permit) => #p::run_async(#permit, async move {
                     #prologue
-                    let __bulkhead_ret #ret_annotation = #block;
+                    let #ret #ret_annotation = #block;
                     #[allow(unreachable_code)]
-                    __bulkhead_ret
+                    #ret
                 }).await,
                 #p::Err(#error) => #refusal,
             }
@@ -436,13 +443,13 @@ fn expand(
                         .collect();
                     let refusal = call_fallback(path, &returned);
                     quote! {
-                        let (#(#returned,)*) = refused.input;
-                        let #error = refused.error;
+                        let (#(#returned,)*) = #refused.input;
+                        let #error = #refused.error;
                         #refusal
                     }
                 }
                 None => quote! {
-                    let #error = refused.error;
+                    let #error = #refused.error;
                     #refusal
                 },
             };
@@ -454,9 +461,9 @@ fn expand(
                     .unwrap_or_else(Span::call_site);
                 let future = quote_spanned! {async_token=>
                     ::bulkhead::__private::thread_pool_future(async move {
-                        let __bulkhead_ret #ret_annotation = #renamed;
+                        let #ret #ret_annotation = #renamed;
                         #[allow(unreachable_code)]
-                        __bulkhead_ret
+                        #ret
                     })
                 };
                 // The whole call is spanned at `async`: a future that is not `Send + 'static`
@@ -467,17 +474,17 @@ fn expand(
             } else {
                 quote! {
                     #slot_ty::call(&#slot, (#(#values,)*), move |(#(#patterns,)*)| {
-                        let __bulkhead_ret #ret_annotation = #renamed;
+                        let #ret #ret_annotation = #renamed;
                         #[allow(unreachable_code)]
-                        __bulkhead_ret
+                        #ret
                     })
                 }
             };
             quote! {
                 #declare
                 match #call {
-                    #p::Ok(output) => output,
-                    #p::Err(refused) => { #on_refused }
+                    #p::Ok(#output) => #output,
+                    #p::Err(#refused) => { #on_refused }
                 }
             }
         }
