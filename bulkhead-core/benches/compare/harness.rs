@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 /// Samples per contender.
-pub const SAMPLES: usize = 15;
+pub const SAMPLES: usize = 21;
 
 /// A contender: runs `n` iterations of its workload and returns how long they took.
 pub struct Contender<'a> {

@@ -82,8 +82,8 @@ fn main() {
         }
     } else {
         Settings {
-            fast: Duration::from_millis(10),
-            slow: Duration::from_millis(40),
+            fast: Duration::from_millis(20),
+            slow: Duration::from_millis(60),
             java: java::available(),
         }
     };
@@ -491,6 +491,21 @@ fn callers(n: u64, per_caller: &(dyn Fn(u64) + Sync)) -> Duration {
     elapsed.mul_f64(n as f64 / (each * CALLERS) as f64)
 }
 
+/// Waits for a task's result the way crossbeam's `recv` does, so that every windowed peer
+/// waits alike: polls with crossbeam's backoff (spin 2^step times up to step 6, then yield,
+/// up to step 10), then blocks the thread (`futures_executor::block_on`).
+fn settle<F: Future + Unpin>(mut fut: F) -> F::Output {
+    let mut cx = Context::from_waker(Waker::noop());
+    let backoff = crossbeam_utils::Backoff::new();
+    while !backoff.is_completed() {
+        if let Poll::Ready(output) = Pin::new(&mut fut).poll(&mut cx) {
+            return output;
+        }
+        backoff.snooze();
+    }
+    futures_executor::block_on(fut)
+}
+
 fn ours_window(pool: &ThreadPoolBulkhead, tasks: u64) {
     let mut cx = Context::from_waker(Waker::noop());
     let submit = |i: u64| pool.call_async(i, |x| async move { x + 1 });
@@ -499,7 +514,7 @@ fn ours_window(pool: &ThreadPoolBulkhead, tasks: u64) {
     for i in 0..tasks {
         if window.len() == WINDOW {
             let oldest = window.pop_front().expect("a full window");
-            refused += u64::from(futures_executor::block_on(oldest).is_err());
+            refused += u64::from(settle(oldest).is_err());
         }
         // Admission happens at the first poll; the result is awaited later.
         let mut call = submit(i);
@@ -509,7 +524,7 @@ fn ours_window(pool: &ThreadPoolBulkhead, tasks: u64) {
         }
     }
     for call in window {
-        refused += u64::from(futures_executor::block_on(call).is_err());
+        refused += u64::from(settle(call).is_err());
     }
     assert_eq!(
         refused, 0,
@@ -544,12 +559,12 @@ fn tokio_window(rt: &tokio::runtime::Runtime, tasks: u64) {
     for i in 0..tasks {
         if window.len() == WINDOW {
             let oldest = window.pop_front().expect("a full window");
-            black_box(futures_executor::block_on(oldest).ok());
+            black_box(settle(oldest).ok());
         }
         window.push_back(spawn(i));
     }
     for handle in window {
-        black_box(futures_executor::block_on(handle).ok());
+        black_box(settle(handle).ok());
     }
 }
 

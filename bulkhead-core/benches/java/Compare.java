@@ -4,7 +4,7 @@
 //
 // Compiled and run by the bench (javac -d target/bench-java ...). Prints one line per
 // workload: `key <TAB> median ns/op <TAB> min <TAB> max`. Same method as the Rust harness:
-// calibrate a batch to the sample time, warm up (longer here, for the JIT), take 15
+// calibrate a batch to the sample time, warm up (longer here, for the JIT), take 21
 // samples, report the median.
 
 import java.util.ArrayDeque;
@@ -17,7 +17,7 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 
 public final class Compare {
-    static final int SAMPLES = 15;
+    static final int SAMPLES = 21;
     static final int WORKERS = 2;
     static final int CALLERS = 4;
     static final int WINDOW = 32;
@@ -107,7 +107,7 @@ public final class Compare {
         // 1. Uncontended semaphore call, as Resilience4j's SemaphoreBulkhead does it: a fair
         //    semaphore, tryAcquire with the (zero) max wait, release in finally.
         Semaphore sem = new Semaphore(25, true);
-        measure("semaphore_call", 10 * ms, 1500 * ms, n -> {
+        measure("semaphore_call", 20 * ms, 1500 * ms, n -> {
             long acc = 0;
             long start = System.nanoTime();
             for (long i = 0; i < n; i++) {
@@ -128,7 +128,7 @@ public final class Compare {
         //    Resilience4j does, by throwing an exception without a stack trace.
         Semaphore full = new Semaphore(1, true);
         full.acquire();
-        measure("semaphore_refusal", 10 * ms, 1500 * ms, n -> {
+        measure("semaphore_refusal", 20 * ms, 1500 * ms, n -> {
             long refused = 0;
             long start = System.nanoTime();
             for (long i = 0; i < n; i++) {
@@ -140,7 +140,7 @@ public final class Compare {
             sink = refused;
             return elapsed;
         });
-        measure("semaphore_refusal_exception", 10 * ms, 1500 * ms, n -> {
+        measure("semaphore_refusal_exception", 20 * ms, 1500 * ms, n -> {
             long refused = 0;
             long start = System.nanoTime();
             for (long i = 0; i < n; i++) {
@@ -159,7 +159,7 @@ public final class Compare {
 
         // 3. Thread-pool round trip: submit, wait for the result.
         ThreadPoolExecutor pool = pool();
-        measure("pool_round_trip", 30 * ms, 2000 * ms, n -> {
+        measure("pool_round_trip", 60 * ms, 2000 * ms, n -> {
             long acc = 0;
             long start = System.nanoTime();
             for (long i = 0; i < n; i++) {
@@ -172,7 +172,7 @@ public final class Compare {
         });
 
         // 4. Throughput, several callers each keeping a window of tasks in flight.
-        measure("pool_throughput_window", 50 * ms, 2000 * ms, n -> callers(n, each -> {
+        measure("pool_throughput_window", 60 * ms, 2000 * ms, n -> callers(n, each -> {
             ArrayDeque<Future<Long>> window = new ArrayDeque<>();
             long acc = 0;
             for (long i = 0; i < each; i++) {
@@ -188,7 +188,7 @@ public final class Compare {
             sink = acc;
         }));
         // 4b. Throughput, several blocking callers (one task in flight each).
-        measure("pool_throughput_blocking", 50 * ms, 2000 * ms, n -> callers(n, each -> {
+        measure("pool_throughput_blocking", 60 * ms, 2000 * ms, n -> callers(n, each -> {
             long acc = 0;
             for (long i = 0; i < each; i++) {
                 final long x = i;
