@@ -20,6 +20,7 @@ use crate::{QUEUE, WORKERS, full_pool, full_semaphore, pool_config, semaphore_co
 
 /// The workloads `--profile` knows.
 pub const WORKLOADS: &[&str] = &[
+    "attribute-call",
     "semaphore-call",
     "semaphore-try",
     "tokio-try",
@@ -33,6 +34,7 @@ pub const WORKLOADS: &[&str] = &[
 
 pub fn run(workload: &str, n: u64) {
     match workload {
+        "attribute-call" => profile_loop_attribute_call(n),
         "semaphore-call" => {
             let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
             profile_loop_semaphore_call(&sem, n);
@@ -76,6 +78,13 @@ pub fn run(workload: &str, n: u64) {
             );
             std::process::exit(2);
         }
+    }
+}
+
+#[inline(never)]
+fn profile_loop_attribute_call(n: u64) {
+    for i in 0..n {
+        black_box(crate::attribute::guarded(i).ok());
     }
 }
 
