@@ -13,9 +13,11 @@ mod semaphore;
 mod snapshot;
 mod stats;
 mod sync;
+mod thread_pool;
 
 pub use clock::{Clock, ManualClock, Sleep, SystemClock, system_clock};
 pub use error::{BulkheadError, BulkheadName, Refused};
 pub use rate_limit::{RateAdmission, RateLimiter, retry_after_header_secs};
 pub use semaphore::{Acquire, AsyncPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown};
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};
+pub use thread_pool::{CallAsync, ShutdownReport, ThreadPoolBulkhead};

@@ -1,0 +1,378 @@
+//! Jobs: the unit of work a pool queues, and the only `unsafe` code of the thread pool.
+//!
+//! A job is shared between the caller and the pool (`Arc<dyn Job>`). The pool runs it once
+//! ([`Job::run`]) or fails it once ([`Job::fail`]); both take the job's payload (input and
+//! body) out of a mutex, so whichever comes first wins and the other is a no-op. Either way
+//! the caller receives exactly one [`Outcome`]. A job the pool drops without doing either
+//! (only possible through a bug or a worker dying in our own code) is abandoned by
+//! [`JobRef`]'s `Drop`, which hands the input back as well: nothing is dropped silently.
+//!
+//! # The lifetime erasure
+//!
+//! [`ThreadPoolBulkhead::call`](super::ThreadPoolBulkhead::call) blocks its caller until the
+//! body has run, so the body may borrow from the caller's stack, like
+//! [`std::thread::scope`]. The queue only holds `'static` jobs, so [`call_blocking`] erases
+//! the job's lifetime. This is sound because of three facts, all local to this file:
+//!
+//! 1. **The caller cannot leave early.** [`call_blocking`] creates a [`WaitForDone`] guard
+//!    *before* the job is handed to the pool; the guard's `Drop` (which also runs on unwind)
+//!    blocks until the job's `done` flag is set. A job that is leaked instead makes the caller
+//!    wait forever, which is a hang, never a dangling borrow.
+//! 2. **Nothing borrowed is touched after `done`.** Every path that sets `done`
+//!    ([`SyncTask::signal`]) first consumes or drops the body and moves the input or result
+//!    into the outcome slot; after `done` the pool side only unparks the caller (a `'static`
+//!    [`Thread`] handle) and drops its `Arc`, whose remaining fields are then `None`.
+//! 3. **The outcome never outlives the caller's frame.** The caller takes the outcome out of
+//!    the shared slot before its own `Arc` goes away (in [`WaitForDone::drop`] on unwind), so
+//!    when the pool's `Arc` is the last one, dropping the task drops no borrowed value.
+//!
+//! The task lives in an `Arc` (one allocation per call, the "job box") rather than on the
+//! caller's stack so that no reference into freed memory exists while the pool signals
+//! completion.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::thread::Thread;
+
+use std::sync::Arc;
+
+use crate::BulkheadError;
+use crate::sync::{AtomicBool, Mutex};
+
+/// What happened to a job the pool ran, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ran {
+    /// The body returned.
+    Completed,
+    /// The body panicked; the payload went to the caller.
+    Panicked,
+    /// The caller had gone away before the body started, so it was not run.
+    Cancelled,
+}
+
+/// What a caller gets back from its job.
+pub(crate) enum Outcome<I, R> {
+    /// The body returned this.
+    Ran(R),
+    /// The body panicked with this payload.
+    Panicked(Box<dyn Any + Send + 'static>),
+    /// The job was failed before it ran; the input comes back.
+    Refused(I, BulkheadError),
+    /// The pool dropped the job without running or failing it; treated as `ShutDown`.
+    Abandoned(I),
+}
+
+/// A unit of work the pool can run or fail, exactly once.
+pub(crate) trait Job: Send + Sync {
+    /// Runs the body on the current thread and keeps its outcome for [`Job::deliver`]. A
+    /// no-op returning `Cancelled` when the job was already run or failed.
+    fn run(&self) -> Ran;
+    /// Hands the outcome kept by `run` to the caller (wakes it). The pool frees the job's
+    /// slot and counts it *before* delivering, so a caller that returns sees both.
+    fn deliver(&self);
+    /// Delivers a refusal with the input, without running the body. A no-op when the job
+    /// was already run or failed.
+    fn fail(&self, error: BulkheadError);
+    /// Like `fail`, for a job dropped without a reason (see the module docs).
+    fn abandon(&self);
+}
+
+/// The pool's handle on a job. Dropping it without [`run`](JobRef::run) or
+/// [`fail`](JobRef::fail) abandons the job, so its caller is never left waiting.
+pub(crate) struct JobRef(Option<Arc<dyn Job>>);
+
+impl JobRef {
+    pub(crate) fn new(job: Arc<dyn Job>) -> Self {
+        JobRef(Some(job))
+    }
+
+    /// Runs the job on this thread; its caller is woken when the returned [`Finished`] is
+    /// delivered (or dropped).
+    pub(crate) fn run(mut self) -> (Ran, Finished) {
+        match self.0.take() {
+            Some(job) => (job.run(), Finished(Some(job))),
+            None => (Ran::Cancelled, Finished(None)),
+        }
+    }
+
+    /// Fails the job with `error`: its caller gets its input back.
+    pub(crate) fn fail(mut self, error: BulkheadError) {
+        if let Some(job) = self.0.take() {
+            job.fail(error);
+        }
+    }
+}
+
+impl Drop for JobRef {
+    fn drop(&mut self) {
+        if let Some(job) = self.0.take() {
+            job.abandon();
+        }
+    }
+}
+
+/// A job that has run and whose outcome is not yet delivered. Dropping it delivers.
+pub(crate) struct Finished(Option<Arc<dyn Job>>);
+
+impl Finished {
+    /// Wakes the caller with the outcome.
+    pub(crate) fn deliver(mut self) {
+        if let Some(job) = self.0.take() {
+            job.deliver();
+        }
+    }
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        if let Some(job) = self.0.take() {
+            job.deliver();
+        }
+    }
+}
+
+/// A blocking call's job: the input and body, and the slot its outcome goes to.
+struct SyncTask<I, F, R> {
+    payload: Mutex<Option<(I, F)>>,
+    outcome: Mutex<Option<Outcome<I, R>>>,
+    done: AtomicBool,
+    caller: Thread,
+    span: tracing::Span,
+}
+
+impl<I, F, R> SyncTask<I, F, R> {
+    /// Stores the outcome without waking the caller yet.
+    fn store(&self, outcome: Outcome<I, R>) {
+        *self.outcome.lock() = Some(outcome);
+    }
+
+    /// Signals the caller. After `done` is set, nothing but the `'static` caller handle is
+    /// used (safety fact 2).
+    fn signal(&self) {
+        self.done.store(true, Release);
+        self.caller.unpark();
+    }
+}
+
+impl<I, F, R> Job for SyncTask<I, F, R>
+where
+    I: Send,
+    F: FnOnce(I) -> R + Send,
+    R: Send,
+{
+    fn run(&self) -> Ran {
+        let Some((input, body)) = self.payload.lock().take() else {
+            return Ran::Cancelled;
+        };
+        let result = {
+            let _span = self.span.enter();
+            catch_unwind(AssertUnwindSafe(move || body(input)))
+        };
+        match result {
+            Ok(value) => {
+                self.store(Outcome::Ran(value));
+                Ran::Completed
+            }
+            Err(payload) => {
+                self.store(Outcome::Panicked(payload));
+                Ran::Panicked
+            }
+        }
+    }
+
+    fn deliver(&self) {
+        // Only after `run` (which took the payload): the outcome is stored.
+        self.signal();
+    }
+
+    fn fail(&self, error: BulkheadError) {
+        let payload = self.payload.lock().take();
+        if let Some((input, body)) = payload {
+            // The body may own borrowed data with a Drop impl: drop it before `done`.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(body)));
+            self.store(Outcome::Refused(input, error));
+            self.signal();
+        }
+    }
+
+    fn abandon(&self) {
+        let payload = self.payload.lock().take();
+        if let Some((input, body)) = payload {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(body)));
+            self.store(Outcome::Abandoned(input));
+            self.signal();
+        }
+    }
+}
+
+/// Blocks until the task is done, then drops whatever outcome is left, on this thread.
+struct WaitForDone<'t, I, F, R>(&'t SyncTask<I, F, R>);
+
+impl<I, F, R> WaitForDone<'_, I, F, R> {
+    fn wait(&self) {
+        while !self.0.done.load(Acquire) {
+            std::thread::park();
+        }
+    }
+
+    fn take(self) -> Option<Outcome<I, R>> {
+        self.wait();
+        self.0.outcome.lock().take()
+        // `self` drops here: waits again (already done) and finds the slot empty.
+    }
+}
+
+impl<I, F, R> Drop for WaitForDone<'_, I, F, R> {
+    fn drop(&mut self) {
+        self.wait();
+        drop(self.0.outcome.lock().take());
+    }
+}
+
+/// Runs `body(input)` through `submit` and blocks until the pool has run or failed it.
+///
+/// `submit` receives the job and must give it to the pool (or drop it); whatever it does,
+/// this returns only once the job is finished, so `body` and `input` may borrow.
+pub(crate) fn call_blocking<'a, I, F, R>(
+    input: I,
+    body: F,
+    submit: impl FnOnce(JobRef),
+) -> Outcome<I, R>
+where
+    I: Send + 'a,
+    F: FnOnce(I) -> R + Send + 'a,
+    R: Send + 'a,
+{
+    let task = Arc::new(SyncTask {
+        payload: Mutex::new(Some((input, body))),
+        outcome: Mutex::new(None),
+        done: AtomicBool::new(false),
+        caller: std::thread::current(),
+        span: tracing::Span::current(),
+    });
+    // Safety fact 1: the guard exists before the pool can see the job.
+    let waiter = WaitForDone(&*task);
+    let job: Arc<dyn Job + 'a> = task.clone();
+    // SAFETY: the job may be used by a worker after this function's borrows would otherwise
+    // end; `waiter` keeps this frame alive (even on unwind) until `done`, after which the pool
+    // touches nothing borrowed (see the module docs, facts 1–3). Only the lifetime changes:
+    // `dyn Job + 'a` and `dyn Job + 'static` have the same layout and vtable.
+    let job: Arc<dyn Job + 'static> =
+        unsafe { std::mem::transmute::<Arc<dyn Job + 'a>, Arc<dyn Job + 'static>>(job) };
+    submit(JobRef::new(job));
+    match waiter.take() {
+        Some(outcome) => outcome,
+        // An outcome is always stored before `done`; unreachable, but never UB.
+        None => unreachable_outcome(),
+    }
+}
+
+#[cold]
+fn unreachable_outcome() -> ! {
+    panic!("bulkhead bug: a pool job signalled completion without an outcome")
+}
+
+/// An async call's job: the body's future runs to completion on the worker.
+pub(crate) struct AsyncTask<I, F, Out> {
+    payload: Mutex<Option<AsyncPayload<I, F, Out>>>,
+    /// The outcome between `run` and `deliver`.
+    ran: Mutex<Option<Delivery<I, Out>>>,
+    span: tracing::Span,
+    #[cfg(feature = "tokio")]
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+type Sender<I, Out> = futures_channel::oneshot::Sender<Outcome<I, Out>>;
+type AsyncPayload<I, F, Out> = (I, F, Sender<I, Out>);
+type Delivery<I, Out> = (Sender<I, Out>, Outcome<I, Out>);
+
+/// The receiving end of an async job.
+pub(crate) type AsyncReceiver<I, Out> = futures_channel::oneshot::Receiver<Outcome<I, Out>>;
+
+impl<I, F, Fut> AsyncTask<I, F, Fut::Output>
+where
+    I: Send + 'static,
+    F: FnOnce(I) -> Fut + Send + 'static,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    /// A job for `body(input)` and the receiver its outcome arrives on. With feature `tokio`,
+    /// the current tokio runtime (if any) is entered on the worker.
+    pub(crate) fn job(input: I, body: F) -> (Arc<dyn Job>, AsyncReceiver<I, Fut::Output>) {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        let task: Arc<dyn Job> = Arc::new(AsyncTask::<I, F, Fut::Output> {
+            payload: Mutex::new(Some((input, body, tx))),
+            ran: Mutex::new(None),
+            span: tracing::Span::current(),
+            #[cfg(feature = "tokio")]
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        });
+        (task, rx)
+    }
+}
+
+impl<I, F, Fut> Job for AsyncTask<I, F, Fut::Output>
+where
+    I: Send + 'static,
+    F: FnOnce(I) -> Fut + Send + 'static,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    fn run(&self) -> Ran {
+        let Some((input, body, tx)) = self.payload.lock().take() else {
+            return Ran::Cancelled;
+        };
+        if tx.is_canceled() {
+            // The caller dropped its future before the body started: never run it.
+            return Ran::Cancelled;
+        }
+        let result = {
+            let _span = self.span.enter();
+            #[cfg(feature = "tokio")]
+            let _runtime = self.runtime.as_ref().map(|handle| handle.enter());
+            catch_unwind(AssertUnwindSafe(move || {
+                futures_executor::block_on(body(input))
+            }))
+        };
+        let (outcome, ran) = match result {
+            Ok(value) => (Outcome::Ran(value), Ran::Completed),
+            Err(payload) => (Outcome::Panicked(payload), Ran::Panicked),
+        };
+        *self.ran.lock() = Some((tx, outcome));
+        ran
+    }
+
+    fn deliver(&self) {
+        let ran = self.ran.lock().take();
+        if let Some((tx, outcome)) = ran {
+            // A caller that went away while the body ran: the result is discarded.
+            let _ = tx.send(outcome);
+        }
+    }
+
+    fn fail(&self, error: BulkheadError) {
+        let payload = self.payload.lock().take();
+        if let Some((input, _body, tx)) = payload {
+            let _ = tx.send(Outcome::Refused(input, error));
+        }
+    }
+
+    fn abandon(&self) {
+        let payload = self.payload.lock().take();
+        if let Some((input, _body, tx)) = payload {
+            let _ = tx.send(Outcome::Abandoned(input));
+        }
+    }
+}
+
+impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
+    fn drop(&mut self) {
+        // Unreachable through `JobRef`, which always runs, fails or abandons; kept so the
+        // caller's receiver can never see a sender dropped without an outcome.
+        let payload = self.payload.lock().take();
+        if let Some((input, _body, tx)) = payload {
+            let _ = tx.send(Outcome::Abandoned(input));
+        }
+    }
+}
