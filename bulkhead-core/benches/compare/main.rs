@@ -14,8 +14,9 @@
 //! With `java` on PATH, `benches/java/Compare.java` adds the JDK's `Semaphore` and
 //! `ThreadPoolExecutor` (what Resilience4j is built on) on the same workloads.
 //!
-//! Set `BENCH_QUICK=1` for a short smoke run (shorter samples; no Java). `--profile <workload>
-//! <iterations>` runs one workload's loop alone, for callgrind (see `profile.rs`).
+//! Set `BENCH_QUICK=1` for a short smoke run (shorter samples; no Java), `BENCH_NO_JAVA=1` to
+//! skip the Java peers. `--profile <workload> <iterations>` runs one workload's loop alone,
+//! for callgrind (see `profile.rs`).
 
 mod alloc;
 mod attribute;
@@ -84,7 +85,7 @@ fn main() {
         Settings {
             fast: Duration::from_millis(20),
             slow: Duration::from_millis(60),
-            java: java::available(),
+            java: std::env::var_os("BENCH_NO_JAVA").is_none() && java::available(),
         }
     };
     let started = Instant::now();
