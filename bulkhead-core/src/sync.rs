@@ -1,17 +1,16 @@
 //! The synchronisation primitives the admission code uses, in one place, so a loom model
 //! can swap them for loom's instrumented versions (`RUSTFLAGS="--cfg loom"`).
 //!
-//! Outside loom: std atomics and `Arc`, and parking_lot's `Mutex` (no lock poisoning, so a
-//! panicking body can never turn into a poisoned bulkhead). Under loom: loom's atomics,
-//! `Arc` and `Mutex`, behind the same `lock()` signature.
+//! Outside loom: std atomics, and parking_lot's `Mutex` (no lock poisoning, so a panicking
+//! body can never turn into a poisoned bulkhead). Under loom: loom's atomics and `Mutex`,
+//! behind the same `lock()` signature. `Arc` is std's either way.
 
-#[cfg(not(loom))]
+// `Arc` stays std's under loom too: `Arc<dyn Clock>` is part of the public API (a test's
+// clock is a std `Arc`), and reference counting is not what the models check.
 pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64};
 
-#[cfg(loom)]
-pub(crate) use loom::sync::Arc;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64};
 

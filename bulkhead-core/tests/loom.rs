@@ -1,0 +1,332 @@
+//! loom models of the semaphore bulkhead's admission: the atomic state word, the FIFO
+//! waiter queue with direct hand-off, resize, shutdown and timeouts, explored over every
+//! interleaving (up to a preemption bound).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
+//! --release --test loom` (`LOOM_MAX_PREEMPTIONS` defaults to 2 here).
+//!
+//! The models drive the real code through the public async API (`acquire_async`, polled
+//! with loom's `block_on`, whose waker parks the loom thread): a wake-up that is lost leaves
+//! a thread parked forever, which loom reports as a deadlock. Time is a [`ModelClock`] whose
+//! deadlines all pass at once when a model thread fires it, so a timeout can race anything.
+//! (The blocking `acquire` shares the queue code modelled here, `take_or_enqueue` /
+//! `leave_queue` / `release`; its permit marks a thread-local, which loom's threads would
+//! share, so it is not driven directly.)
+#![cfg(loom)]
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bulkhead_config::SemaphoreConfig;
+use bulkhead_core::{BulkheadError, Clock, SemaphoreBulkhead, Sleep};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use loom::sync::{Arc as LoomArc, Mutex};
+
+/// Time that stands still until a model thread [`fire`](ModelClock::fire)s it; then every
+/// deadline has passed. Sleeps wake through loom, so a missed wake-up is a loom deadlock.
+#[derive(Clone)]
+struct ModelClock(std::sync::Arc<ClockState>);
+
+struct ClockState {
+    base: Instant,
+    fired: AtomicBool,
+    sleepers: Mutex<Vec<Waker>>,
+}
+
+impl fmt::Debug for ModelClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelClock").finish_non_exhaustive()
+    }
+}
+
+impl ModelClock {
+    fn new() -> ModelClock {
+        ModelClock(std::sync::Arc::new(ClockState {
+            base: Instant::now(),
+            fired: AtomicBool::new(false),
+            sleepers: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Every deadline passes now.
+    fn fire(&self) {
+        self.0.fired.store(true, SeqCst);
+        let sleepers = std::mem::take(&mut *self.0.sleepers.lock().unwrap());
+        for waker in sleepers {
+            waker.wake();
+        }
+    }
+}
+
+impl Clock for ModelClock {
+    fn now(&self) -> Instant {
+        if self.0.fired.load(SeqCst) {
+            self.0.base + Duration::from_secs(3600)
+        } else {
+            self.0.base
+        }
+    }
+
+    fn park_until(&self, _deadline: Instant) {
+        loom::thread::yield_now();
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Box::pin(ModelSleep {
+            clock: self.clone(),
+            deadline,
+        })
+    }
+}
+
+/// The sleep of a [`ModelClock`].
+struct ModelSleep {
+    clock: ModelClock,
+    deadline: Instant,
+}
+
+impl Future for ModelSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.clock.now() >= self.deadline {
+            return Poll::Ready(());
+        }
+        self.clock
+            .0
+            .sleepers
+            .lock()
+            .unwrap()
+            .push(cx.waker().clone());
+        // Fired between the look and the registration: `fire` may have missed this waker.
+        if self.clock.now() >= self.deadline {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Polls `fut` on this loom thread, parking it (in loom) while pending: a future nobody
+/// wakes leaves the thread parked, and loom fails the model with a deadlock.
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(loom::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(std::sync::Arc::new(Unpark(loom::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(output) = fut.as_mut().poll(&mut cx) {
+            return output;
+        }
+        loom::thread::park();
+    }
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder.check(f);
+}
+
+fn bulkhead(limit: u32, clock: &ModelClock) -> SemaphoreBulkhead {
+    let config = SemaphoreConfig {
+        max_concurrent_calls: limit,
+        max_wait: bulkhead_config::Duration::from_millis(100),
+        fair: true,
+    };
+    SemaphoreBulkhead::with_clock("model", &config, std::sync::Arc::new(clock.clone()))
+}
+
+/// Takes a permit (waiting if need be), checks the limit while holding it, returns it.
+fn hold_once(bulkhead: &SemaphoreBulkhead, inside: &AtomicUsize, limit: usize) -> bool {
+    match block_on(bulkhead.acquire_async()) {
+        Ok(permit) => {
+            let now_inside = inside.fetch_add(1, SeqCst) + 1;
+            assert!(
+                now_inside <= limit,
+                "{now_inside} calls inside a limit of {limit}"
+            );
+            inside.fetch_sub(1, SeqCst);
+            drop(permit);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Every permit back, nobody waiting, every admitted call over exactly once.
+fn assert_at_rest(bulkhead: &SemaphoreBulkhead, limit: u32) {
+    let s = bulkhead.snapshot();
+    assert_eq!(s.available, limit, "a permit was lost or duplicated: {s:?}");
+    assert_eq!(s.waiting, 0, "{s:?}");
+    let c = s.calls;
+    assert_eq!(c.permitted, c.completed + c.panicked + c.cancelled, "{c:?}");
+}
+
+#[test]
+fn contended_permits_stay_within_the_limit_and_every_waiter_is_woken() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = bulkhead(1, &clock);
+        let inside = LoomArc::new(AtomicUsize::new(0));
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, inside) = (b.clone(), inside.clone());
+                loom::thread::spawn(move || assert!(hold_once(&b, &inside, 1)))
+            })
+            .collect();
+        assert!(hold_once(&b, &inside, 1));
+        for t in others {
+            t.join().unwrap();
+        }
+        assert_at_rest(&b, 1);
+        assert_eq!(b.snapshot().calls.completed, 3);
+    });
+}
+
+#[test]
+fn growing_during_an_acquire_admits_the_waiter_without_a_release() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = bulkhead(1, &clock);
+        let held = block_on(b.acquire_async()).unwrap();
+        let waiter = {
+            let b = b.clone();
+            loom::thread::spawn(move || {
+                // Admitted by the resize alone: `held` is released only after the join.
+                let permit = block_on(b.acquire_async()).unwrap();
+                drop(permit);
+            })
+        };
+        let mut config = SemaphoreConfig {
+            max_concurrent_calls: 2,
+            max_wait: bulkhead_config::Duration::from_millis(100),
+            fair: true,
+        };
+        b.resize(&config);
+        waiter.join().unwrap();
+        drop(held);
+        assert_at_rest(&b, 2);
+        config.max_concurrent_calls = 1;
+        b.resize(&config);
+        assert_at_rest(&b, 1);
+    });
+}
+
+#[test]
+fn shrinking_during_an_acquire_never_admits_above_the_new_limit() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = bulkhead(2, &clock);
+        let inside = LoomArc::new(AtomicUsize::new(0));
+        let other = {
+            let (b, inside) = (b.clone(), inside.clone());
+            loom::thread::spawn(move || hold_once(&b, &inside, 2))
+        };
+        b.resize(&SemaphoreConfig {
+            max_concurrent_calls: 1,
+            max_wait: bulkhead_config::Duration::from_millis(100),
+            fair: true,
+        });
+        // After the shrink, one call at a time (the other thread's permit, if taken before
+        // the shrink, is retired when it is released).
+        let mine = hold_once(&b, &inside, 2);
+        assert!(other.join().unwrap() && mine);
+        assert_at_rest(&b, 1);
+    });
+}
+
+#[test]
+fn shutdown_during_an_acquire_refuses_or_admits_the_waiter_exactly_once() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = bulkhead(1, &clock);
+        let held = block_on(b.acquire_async()).unwrap();
+        let waiter = {
+            let b = b.clone();
+            loom::thread::spawn(move || match block_on(b.acquire_async()) {
+                Ok(permit) => {
+                    drop(permit);
+                    true
+                }
+                Err(BulkheadError::ShutDown { .. }) => false,
+                Err(other) => panic!("unexpected {other:?}"),
+            })
+        };
+        let closer = {
+            let b = b.clone();
+            loom::thread::spawn(move || b.shutdown(Duration::ZERO))
+        };
+        drop(held);
+        let admitted = waiter.join().unwrap();
+        closer.join().unwrap();
+        assert_at_rest(&b, 1);
+        let c = b.snapshot().calls;
+        assert_eq!(c.permitted, 1 + u64::from(admitted), "{c:?}");
+        assert_eq!(c.refused.shut_down, u64::from(!admitted), "{c:?}");
+        assert!(b.try_acquire().is_err(), "closed for good");
+    });
+}
+
+#[test]
+fn a_timeout_racing_a_release_loses_no_permit() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = bulkhead(1, &clock);
+        let held = block_on(b.acquire_async()).unwrap();
+        let waiter = {
+            let b = b.clone();
+            loom::thread::spawn(move || match block_on(b.acquire_async()) {
+                Ok(permit) => {
+                    drop(permit);
+                    true
+                }
+                Err(BulkheadError::Timeout { .. }) => false,
+                Err(other) => panic!("unexpected {other:?}"),
+            })
+        };
+        let timer = {
+            let clock = clock.clone();
+            loom::thread::spawn(move || clock.fire())
+        };
+        drop(held);
+        let admitted = waiter.join().unwrap();
+        timer.join().unwrap();
+        assert_at_rest(&b, 1);
+        let c = b.snapshot().calls;
+        assert_eq!(c.permitted, 1 + u64::from(admitted), "{c:?}");
+        assert_eq!(c.refused.timeout, u64::from(!admitted), "{c:?}");
+    });
+}
+
+#[test]
+fn a_dropped_acquire_racing_a_release_passes_the_permit_on() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = bulkhead(1, &clock);
+        let held = block_on(b.acquire_async()).unwrap();
+        let quitter = {
+            let b = b.clone();
+            loom::thread::spawn(move || {
+                let mut acquire = Box::pin(b.acquire_async());
+                let mut cx = Context::from_waker(Waker::noop());
+                // Queued (or, if the release came first, admitted), then given up.
+                let _ = acquire.as_mut().poll(&mut cx);
+                drop(acquire);
+            })
+        };
+        drop(held);
+        quitter.join().unwrap();
+        assert_at_rest(&b, 1);
+    });
+}
