@@ -211,8 +211,14 @@ struct WaitForDone<'t, I, F, R>(&'t SyncTask<I, F, R>);
 
 impl<I, F, R> WaitForDone<'_, I, F, R> {
     fn wait(&self) {
+        // Spin briefly (short bodies finish within it, sparing a park/unpark pair), then park.
+        let backoff = crossbeam_utils::Backoff::new();
         while !self.0.done.load(Acquire) {
-            std::thread::park();
+            if backoff.is_completed() {
+                std::thread::park();
+            } else {
+                backoff.snooze();
+            }
         }
     }
 
@@ -373,6 +379,108 @@ impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
         let payload = self.payload.lock().take();
         if let Some((input, _body, tx)) = payload {
             let _ = tx.send(Outcome::Abandoned(input));
+        }
+    }
+}
+
+/// The erasure's contract, in isolation (and small enough for Miri:
+/// `cargo +nightly miri test -p bulkhead-core --lib thread_pool::job`).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::BulkheadName;
+    use std::thread::JoinHandle;
+
+    /// A "worker" on another thread doing `work` with the job.
+    fn on_worker(
+        slot: &mut Option<JoinHandle<()>>,
+        work: impl FnOnce(JobRef) + Send + 'static,
+    ) -> impl FnOnce(JobRef) + '_ {
+        move |job| *slot = Some(std::thread::spawn(move || work(job)))
+    }
+
+    fn run_and_deliver(job: JobRef) {
+        let (_, finished) = job.run();
+        finished.deliver();
+    }
+
+    /// Counts its drop in borrowed memory: proves the drop happened before the caller left.
+    struct DropsInto<'a>(&'a mut u32);
+    impl Drop for DropsInto<'_> {
+        fn drop(&mut self) {
+            *self.0 += 1;
+        }
+    }
+
+    #[test]
+    fn borrowed_input_and_result_cross_to_the_worker_and_back() {
+        let data = vec![1, 2, 3];
+        let mut log = String::new();
+        let mut worker = None;
+        let outcome = call_blocking(
+            (&data, &mut log),
+            |(data, log)| {
+                log.push_str("ran");
+                &data[1..]
+            },
+            on_worker(&mut worker, run_and_deliver),
+        );
+        assert!(matches!(outcome, Outcome::Ran([2, 3])));
+        if let Some(worker) = worker {
+            worker.join().unwrap();
+        }
+        assert_eq!(log, "ran");
+    }
+
+    #[test]
+    fn failed_job_drops_its_body_then_gives_the_borrowed_input_back() {
+        let mut drops = 0;
+        let mut input = 7;
+        let guard = DropsInto(&mut drops);
+        let mut worker = None;
+        let outcome = call_blocking(
+            &mut input,
+            move |n: &mut i32| {
+                let _guard = guard;
+                *n += 1;
+            },
+            on_worker(&mut worker, |job| {
+                job.fail(BulkheadError::ShutDown {
+                    name: BulkheadName::new("t"),
+                })
+            }),
+        );
+        match outcome {
+            Outcome::Refused(n, BulkheadError::ShutDown { .. }) => *n += 100,
+            _ => panic!("expected a refusal"),
+        }
+        if let Some(worker) = worker {
+            worker.join().unwrap();
+        }
+        assert_eq!((input, drops), (107, 1));
+    }
+
+    #[test]
+    fn dropped_job_is_abandoned_with_its_input() {
+        let text = String::from("kept");
+        let outcome = call_blocking(text.as_str(), |s: &str| s.len(), drop);
+        assert!(matches!(outcome, Outcome::Abandoned("kept")));
+    }
+
+    #[test]
+    fn panic_payload_reaches_the_caller() {
+        let mut worker = None;
+        let outcome = call_blocking(
+            (),
+            |()| -> u8 { std::panic::panic_any(5u8) },
+            on_worker(&mut worker, run_and_deliver),
+        );
+        if let Some(worker) = worker {
+            worker.join().unwrap();
+        }
+        match outcome {
+            Outcome::Panicked(payload) => assert_eq!(payload.downcast_ref::<u8>(), Some(&5)),
+            _ => panic!("expected the panic"),
         }
     }
 }
