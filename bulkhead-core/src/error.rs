@@ -8,32 +8,80 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A bulkhead's name, cheap to clone (a shared string).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BulkheadName(Arc<str>);
+/// A bulkhead's name, cheap to clone: a `&'static str` (copied) or a shared string
+/// (reference-counted). Names of registered bulkheads are static, so refusing a call and
+/// dropping the error touch no shared counter at all.
+#[derive(Clone)]
+pub struct BulkheadName(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
 
 impl BulkheadName {
-    /// Makes a name.
+    /// Makes a name (a shared copy of `name`).
     pub fn new(name: impl AsRef<str>) -> Self {
-        BulkheadName(Arc::from(name.as_ref()))
+        BulkheadName(Repr::Shared(Arc::from(name.as_ref())))
+    }
+
+    /// Makes a name from a string that lives for the whole program; cloning it is a copy.
+    ///
+    /// ```
+    /// use bulkhead_core::BulkheadName;
+    /// const PAYMENT: BulkheadName = BulkheadName::from_static("payment");
+    /// assert_eq!(PAYMENT, BulkheadName::new("payment"));
+    /// ```
+    pub const fn from_static(name: &'static str) -> Self {
+        BulkheadName(Repr::Static(name))
     }
 
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            Repr::Static(name) => name,
+            Repr::Shared(name) => name,
+        }
+    }
+}
+
+impl PartialEq for BulkheadName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for BulkheadName {}
+
+impl std::hash::Hash for BulkheadName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for BulkheadName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for BulkheadName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
     }
 }
 
 impl Deref for BulkheadName {
     type Target = str;
     fn deref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl AsRef<str> for BulkheadName {
     fn as_ref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
@@ -43,15 +91,21 @@ impl From<&str> for BulkheadName {
     }
 }
 
+impl From<&BulkheadName> for BulkheadName {
+    fn from(name: &BulkheadName) -> Self {
+        name.clone()
+    }
+}
+
 impl fmt::Display for BulkheadName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for BulkheadName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 

@@ -9,6 +9,7 @@ mod clock;
 mod error;
 mod rate_limit;
 mod reentry;
+mod registry;
 mod semaphore;
 mod snapshot;
 mod stats;
@@ -18,6 +19,10 @@ mod thread_pool;
 pub use clock::{Clock, ManualClock, Sleep, SystemClock, system_clock};
 pub use error::{BulkheadError, BulkheadName, Refused};
 pub use rate_limit::{RateAdmission, RateLimiter, retry_after_header_secs};
+pub use registry::{
+    Bulkhead, BulkheadShutdown, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
+    registry,
+};
 pub use semaphore::{Acquire, AsyncPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown};
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};
 pub use thread_pool::{CallAsync, ShutdownReport, ThreadPoolBulkhead};

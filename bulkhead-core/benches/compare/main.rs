@@ -89,7 +89,8 @@ fn main() {
         }
     };
     let started = Instant::now();
-    eprintln!("{}", machine());
+    let header = machine();
+    eprintln!("{header}");
     eprintln!(
         "method: median of {} interleaved samples (~{:?} / {:?} each) per contender",
         harness::SAMPLES,
@@ -124,7 +125,7 @@ fn main() {
         _ => '9',
     });
 
-    println!("{}", machine());
+    println!("{header}; at end: {}", load_average());
     println!(
         "method: median of {} interleaved samples per contender; ratio = ours / peer (lower is better); run took {:.0?}\n",
         harness::SAMPLES,
@@ -145,15 +146,26 @@ fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let load = std::fs::read_to_string("/proc/loadavg")
+    let output = |cmd: &str, arg: &str| {
+        std::process::Command::new(cmd)
+            .arg(arg)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "{}; machine: {cores} cores, {model}; {}; load average at start: {}",
+        output("date", "-u"),
+        output("rustc", "-V"),
+        load_average()
+    )
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
-    let rustc = std::process::Command::new("rustc")
-        .arg("-V")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    format!("machine: {cores} cores, {model}; {rustc}; load average at start: {load}")
+        .unwrap_or_default()
 }
 
 fn find<'a>(results: &'a [Measured], name: &str) -> &'a Measured {

@@ -65,6 +65,10 @@ impl<'a> Future for Acquire<'a> {
                     if reentry::is_inside(shared.id()) {
                         return ready(Ok(shared.reentrant()));
                     }
+                    if !shared.rate.is_enabled() {
+                        self.stage = Stage::Permit;
+                        continue;
+                    }
                     self.stage = match shared.rate.reserve(shared.rate.timeout()) {
                         RateAdmission::Admitted => Stage::Permit,
                         RateAdmission::WaitUntil(at) => {

@@ -56,14 +56,18 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use bulkhead_config::{Kind, RateLimitConfig, SemaphoreConfig};
+use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, duration_nanos, system_clock};
 use crate::rate_limit::RateLimiter;
 use crate::reentry::{self, BulkheadId};
 use crate::snapshot::BulkheadSnapshot;
 use crate::stats::Counters;
-use crate::sync::{Arc, AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Mutex};
+// The handle and the clock are plain `std` Arcs (not part of a loom model); waiters, which
+// cross threads through the queue, use the shim's.
+use crate::sync::{self, AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Mutex};
 use crate::{BulkheadError, BulkheadName};
+use std::sync::Arc;
 
 mod acquire;
 mod permit;
@@ -118,7 +122,7 @@ pub struct SemaphoreBulkhead {
 
 struct Shared {
     /// Available permits `<< FLAG_BITS`, plus the flags.
-    state: AtomicIsize,
+    state: CachePadded<AtomicIsize>,
     waiters: Mutex<Waiters>,
     /// `max_concurrent_calls`, as last configured.
     limit: AtomicU32,
@@ -134,7 +138,7 @@ struct Shared {
 
 #[derive(Default)]
 struct Waiters {
-    queue: VecDeque<Arc<Waiter>>,
+    queue: VecDeque<sync::Arc<Waiter>>,
     /// The thread waiting in [`SemaphoreBulkhead::shutdown`] for running calls to finish.
     drain: Option<Thread>,
 }
@@ -156,8 +160,8 @@ enum Wake {
 }
 
 impl Waiter {
-    fn new(wake: Wake) -> Arc<Waiter> {
-        Arc::new(Waiter {
+    fn new(wake: Wake) -> sync::Arc<Waiter> {
+        sync::Arc::new(Waiter {
             status: AtomicU8::new(WAITING),
             wake: parking_lot::Mutex::new(wake),
         })
@@ -215,7 +219,7 @@ impl SemaphoreBulkhead {
         let limit = config.max_concurrent_calls;
         SemaphoreBulkhead {
             shared: Arc::new(Shared {
-                state: AtomicIsize::new(permits_to_state(limit)),
+                state: CachePadded::new(AtomicIsize::new(permits_to_state(limit))),
                 waiters: Mutex::new(Waiters::default()),
                 limit: AtomicU32::new(limit),
                 max_wait_nanos: AtomicU64::new(duration_nanos(config.max_wait.as_std())),
@@ -255,8 +259,14 @@ impl SemaphoreBulkhead {
     /// bulkhead, when others are already waiting) and [`BulkheadError::ShutDown`] after
     /// [`shutdown`](Self::shutdown). The returned permit marks this thread as inside the
     /// bulkhead until it is dropped.
+    #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadError> {
-        self.shared.try_admit().map(Permit::new)
+        let shared = &*self.shared;
+        let Some(inside) = reentry::enter_unless_inside(shared.id()) else {
+            return Ok(Permit::new(shared.reentrant(), None));
+        };
+        // On a refusal, `inside` drops and the mark goes with it.
+        shared.try_admit().map(|raw| Permit::new(raw, Some(inside)))
     }
 
     /// Takes a permit, blocking the thread at most `max_wait` for one (after waiting at most
@@ -265,8 +275,15 @@ impl SemaphoreBulkhead {
     /// With `max_wait` 0 a caller that finds no permit is refused with
     /// [`BulkheadError::Full`]. Otherwise it queues (FIFO) and is refused with
     /// [`BulkheadError::Timeout`] once the bulkhead's clock has passed `max_wait`.
+    #[inline]
     pub fn acquire(&self) -> Result<Permit<'_>, BulkheadError> {
-        self.shared.admit_blocking().map(Permit::new)
+        let shared = &*self.shared;
+        let Some(inside) = reentry::enter_unless_inside(shared.id()) else {
+            return Ok(Permit::new(shared.reentrant(), None));
+        };
+        shared
+            .admit_blocking()
+            .map(|raw| Permit::new(raw, Some(inside)))
     }
 
     /// Takes a permit, awaiting at most `max_wait` for one, on any executor.
@@ -292,6 +309,7 @@ impl SemaphoreBulkhead {
     /// Runs `body` on this thread while holding a permit (waiting at most `max_wait` for one).
     ///
     /// A panic in `body` reaches the caller as a panic; the permit is returned either way.
+    #[inline]
     pub fn call<R>(&self, body: impl FnOnce() -> R) -> Result<R, BulkheadError> {
         let permit = self.acquire()?;
         let result = body();
@@ -418,6 +436,9 @@ impl SemaphoreBulkhead {
     /// A point-in-time view of the bulkhead's limits, load and counters.
     pub fn snapshot(&self) -> BulkheadSnapshot {
         let shared = &*self.shared;
+        // Counters first: a call admitted after this read but seen running below makes
+        // `completed` one short for a moment, never one too many.
+        let mut calls = shared.counters.counts();
         let (limit, state, waiting) = {
             let waiters = shared.waiters.lock();
             (
@@ -426,18 +447,22 @@ impl SemaphoreBulkhead {
                 waiters.queue.len(),
             )
         };
+        let active = clamp_u32(limit as isize - available(state));
+        calls.completed = calls
+            .permitted
+            .saturating_sub(calls.panicked + calls.cancelled + u64::from(active));
         BulkheadSnapshot {
             name: shared.name.clone(),
             kind: Kind::Semaphore,
             limit,
-            active: clamp_u32(limit as isize - available(state)),
+            active,
             available: clamp_u32(available(state)),
             waiting: u32::try_from(waiting).unwrap_or(u32::MAX),
             queued: 0,
             queue_capacity: None,
             pool_size: None,
             largest_pool_size: None,
-            calls: shared.counters.counts(),
+            calls,
         }
     }
 }
@@ -465,6 +490,7 @@ pub struct SemaphoreShutdown {
 }
 
 impl Shared {
+    #[inline]
     fn id(&self) -> BulkheadId {
         self as *const Shared as BulkheadId
     }
@@ -541,7 +567,7 @@ impl Shared {
         &self,
         waiters: &mut Waiters,
         mut n: usize,
-        mut grant: impl FnMut(Arc<Waiter>),
+        mut grant: impl FnMut(sync::Arc<Waiter>),
     ) {
         while n > 0 {
             let debt = -available(self.state.load(AcquireOrd));
@@ -571,7 +597,7 @@ impl Shared {
     /// Under the queue lock: takes a permit if one is free and nobody is ahead (or the
     /// bulkhead is unfair), otherwise enqueues `waiter`. Returns `Ok(true)` when it took a
     /// permit, `Ok(false)` when it enqueued.
-    fn take_or_enqueue(&self, waiter: &Arc<Waiter>) -> Result<bool, BulkheadError> {
+    fn take_or_enqueue(&self, waiter: &sync::Arc<Waiter>) -> Result<bool, BulkheadError> {
         let mut waiters = self.waiters.lock();
         let fair = self.fair.load(Relaxed);
         let mut state = self.state.load(AcquireOrd);
@@ -584,14 +610,14 @@ impl Shared {
             } else if state & HAS_WAITERS == 0 {
                 state | HAS_WAITERS
             } else {
-                waiters.queue.push_back(Arc::clone(waiter));
+                waiters.queue.push_back(sync::Arc::clone(waiter));
                 return Ok(false);
             };
             match self.state.compare_exchange(state, next, AcqRel, AcquireOrd) {
                 Ok(_) if next & HAS_WAITERS != 0 && state & HAS_WAITERS == 0 => {
                     // The flag is now set with the count seen empty: every release from
                     // here on takes the lock, so nobody can miss us.
-                    waiters.queue.push_back(Arc::clone(waiter));
+                    waiters.queue.push_back(sync::Arc::clone(waiter));
                     return Ok(false);
                 }
                 Ok(_) => return Ok(true),
@@ -602,12 +628,16 @@ impl Shared {
 
     /// A waiter gives up (timed out or dropped). Returns true if it had been granted a
     /// permit meanwhile, which the caller now owns.
-    fn leave_queue(&self, waiter: &Arc<Waiter>) -> bool {
+    fn leave_queue(&self, waiter: &sync::Arc<Waiter>) -> bool {
         let mut waiters = self.waiters.lock();
         if waiter.status() == GRANTED {
             return true;
         }
-        if let Some(pos) = waiters.queue.iter().position(|w| Arc::ptr_eq(w, waiter)) {
+        if let Some(pos) = waiters
+            .queue
+            .iter()
+            .position(|w| sync::Arc::ptr_eq(w, waiter))
+        {
             waiters.queue.remove(pos);
         }
         if waiters.queue.is_empty() {
@@ -639,7 +669,7 @@ impl Shared {
 
     /// A queued waiter's `max_wait` has passed: it leaves the queue, unless a permit or
     /// the shutdown reached it first.
-    fn give_up(&self, waiter: &Arc<Waiter>, start: Instant) -> Waited {
+    fn give_up(&self, waiter: &sync::Arc<Waiter>, start: Instant) -> Waited {
         if self.leave_queue(waiter) {
             Waited::Granted
         } else if waiter.status() == SHUT {
@@ -649,12 +679,9 @@ impl Shared {
         }
     }
 
-    /// Non-waiting admission: re-entry, then the rate limit, then a permit.
+    /// Non-waiting admission of a caller that is not inside: the rate limit, then a permit.
     #[inline]
     fn try_admit(&self) -> Result<RawPermit<'_>, BulkheadError> {
-        if reentry::is_inside(self.id()) {
-            return Ok(self.reentrant());
-        }
         if self.rate.is_enabled() {
             self.rate
                 .try_acquire(&self.name)
@@ -666,12 +693,26 @@ impl Shared {
         }
     }
 
-    /// Blocking admission: re-entry, then the rate limit (waiting up to its `timeout`),
-    /// then a permit (waiting up to `max_wait`).
+    /// Blocking admission of a caller that is not inside: the rate limit (waiting up to its
+    /// `timeout`), then a permit (waiting up to `max_wait`).
+    #[inline]
     fn admit_blocking(&self) -> Result<RawPermit<'_>, BulkheadError> {
-        if reentry::is_inside(self.id()) {
-            return Ok(self.reentrant());
+        if !self.rate.is_enabled() {
+            match self.try_take() {
+                Ok(()) => return Ok(self.admitted()),
+                // Fail fast (`max_wait: 0`, the default): refuse without the slow path.
+                Err(refused) if self.max_wait_nanos.load(Relaxed) == 0 => {
+                    return Err(self.refuse(refused));
+                }
+                Err(_) => {}
+            }
         }
+        self.admit_blocking_slow()
+    }
+
+    /// [`admit_blocking`](Self::admit_blocking) past the fast path.
+    #[cold]
+    fn admit_blocking_slow(&self) -> Result<RawPermit<'_>, BulkheadError> {
         self.rate
             .acquire_blocking(&self.name)
             .map_err(|err| self.refuse(err))?;
@@ -711,6 +752,7 @@ impl Shared {
     }
 
     /// A permit for an admitted call, counted `permitted`.
+    #[inline]
     fn admitted(&self) -> RawPermit<'_> {
         self.counters.permitted.fetch_add(1, Relaxed);
         RawPermit::new(self, true)

@@ -7,6 +7,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
@@ -24,6 +25,7 @@ pub(super) struct RawPermit<'a> {
 }
 
 impl<'a> RawPermit<'a> {
+    #[inline]
     pub(super) fn new(shared: &'a Shared, held: bool) -> Self {
         RawPermit {
             shared,
@@ -32,25 +34,25 @@ impl<'a> RawPermit<'a> {
         }
     }
 
+    #[inline]
     fn id(&self) -> BulkheadId {
         self.shared.id()
     }
 }
 
 impl Drop for RawPermit<'_> {
+    #[inline]
     fn drop(&mut self) {
         if !self.held {
             return;
         }
-        let counters = &self.shared.counters;
-        let outcome = if std::thread::panicking() {
-            &counters.panicked
+        // `completed` is not counted here: the snapshot derives it (admitted calls that are
+        // over and neither panicked nor cancelled), keeping one atomic add off the fast path.
+        if std::thread::panicking() {
+            self.shared.counters.panicked.fetch_add(1, Relaxed);
         } else if self.cancelled {
-            &counters.cancelled
-        } else {
-            &counters.completed
-        };
-        outcome.fetch_add(1, Relaxed);
+            self.shared.counters.cancelled.fetch_add(1, Relaxed);
+        }
         self.shared.release();
     }
 }
@@ -65,15 +67,22 @@ impl Drop for RawPermit<'_> {
 #[must_use = "the permit is returned as soon as it is dropped"]
 pub struct Permit<'a> {
     raw: RawPermit<'a>,
-    _inside: Option<Entered>,
+    // A held permit owns its thread's re-entry mark, so it stays on that thread.
+    _not_send: PhantomData<*const ()>,
 }
 
 impl<'a> Permit<'a> {
-    pub(super) fn new(raw: RawPermit<'a>) -> Self {
-        let inside = raw.held.then(|| reentry::enter(raw.id()));
+    /// A permit for `raw`; `inside` is the thread's re-entry mark for a held permit (the
+    /// permit takes it over and removes it when dropped), `None` for a re-entrant one.
+    #[inline]
+    pub(super) fn new(raw: RawPermit<'a>, inside: Option<Entered>) -> Self {
+        debug_assert_eq!(raw.held, inside.is_some());
+        if let Some(inside) = inside {
+            inside.forget();
+        }
         Permit {
             raw,
-            _inside: inside,
+            _not_send: PhantomData,
         }
     }
 
@@ -81,6 +90,16 @@ impl<'a> Permit<'a> {
     /// call runs inline inside the permit its thread already holds.
     pub fn is_reentrant(&self) -> bool {
         !self.raw.held
+    }
+}
+
+impl Drop for Permit<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.raw.held {
+            reentry::leave(self.raw.id());
+        }
+        // Then `raw` drops: the permit goes back.
     }
 }
 
