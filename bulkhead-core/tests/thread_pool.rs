@@ -1,18 +1,20 @@
 //! Behaviour of the thread-pool bulkhead. Deterministic: saturation is proven with gates
 //! (latches the bodies block on) and expiry with a `ManualClock`; nothing sleeps.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
 use bulkhead_config::{CodelConfig, OnFull, QueueOrder, ThreadPoolConfig};
 use bulkhead_core::{BulkheadError, ManualClock, Refused, ShutdownReport, ThreadPoolBulkhead};
+use support::{XorShift, poll_once};
 
 // ---------------------------------------------------------------- helpers
 
@@ -81,11 +83,6 @@ fn blocked_calls(
             })
         })
         .collect()
-}
-
-/// Polls a future once with a no-op waker (to make an async call submit itself).
-fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
-    Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
 }
 
 fn is_full<T>(r: &Result<T, Refused<u32>>) -> bool {
@@ -797,17 +794,6 @@ fn reentrant_call_from_a_worker_runs_inline_and_is_counted() {
 
 // ---------------------------------------------------------------- stress
 
-/// A small deterministic PRNG (xorshift) so the stress mix is reproducible.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 #[test]
 fn stress_random_panics_and_cancellations_keep_every_call_accounted() {
     const CALLERS: u64 = 8;
@@ -844,7 +830,7 @@ fn stress_random_panics_and_cancellations_keep_every_call_accounted() {
             let (ok, panics, refused, dropped) =
                 (ok.clone(), panics.clone(), refused.clone(), dropped.clone());
             thread::spawn(move || {
-                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c + 1));
+                let mut rng = XorShift::seeded(c + 1);
                 for i in 0..CALLS {
                     let roll = rng.next() % 10;
                     let spin = rng.next() % 200;
@@ -960,4 +946,41 @@ fn million_refusals_on_a_saturated_pool_keep_queue_and_memory_flat() {
         assert_eq!(futures_executor::block_on(f).unwrap() as usize, i);
     }
     assert_eq!(pool.snapshot().calls.refused.full, 1_000_000);
+}
+
+// ---------------------------------------------------------------- edge cases
+
+#[test]
+fn unbounded_waits_and_timeouts_do_not_overflow_the_clock() {
+    let pool = ThreadPoolBulkhead::new(
+        "unbounded",
+        &ThreadPoolConfig {
+            on_full: OnFull::Wait(Duration::MAX.into()),
+            keep_alive: Duration::MAX.into(),
+            ..config(0, 1, 0)
+        },
+    );
+    assert_eq!(pool.call(1u32, |i| i).unwrap(), 1);
+    let report = pool.shutdown(Duration::MAX);
+    assert_eq!((report.still_running, report.failed_queued), (0, 0));
+}
+
+#[test]
+fn caller_runs_async_panic_caught_around_poll_is_counted_panicked() {
+    let busy = Busy::new(
+        "cr-async",
+        &ManualClock::new(),
+        ThreadPoolConfig {
+            on_full: OnFull::CallerRuns,
+            ..config(1, 1, 0)
+        },
+    );
+    let mut call = busy
+        .pool
+        .call_async((), |()| async { panic!("on the caller") });
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(&mut call))).is_err());
+    drop(call);
+    let calls = busy.release().snapshot().calls;
+    assert_eq!((calls.panicked, calls.cancelled), (1, 0));
+    assert_eq!(calls.permitted, calls.completed + calls.panicked);
 }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
@@ -11,6 +12,7 @@ use bulkhead_config::OnFull;
 
 use super::ThreadPoolBulkhead;
 use super::job::{AsyncReceiver, AsyncTask, JobRef};
+use super::pool::deadline;
 use crate::clock::Sleep;
 use crate::{BulkheadError, Refused, reentry};
 
@@ -33,7 +35,7 @@ enum State<I, F, Fut: Future> {
         input: I,
         body: F,
         started: Instant,
-        sleep: Sleep,
+        sleep: Option<Sleep>,
         ticket: Option<u64>,
     },
     /// Handed to the pool; `id` is set while it may still be queued.
@@ -96,9 +98,22 @@ where
         let inner = this.pool.inner().clone();
         loop {
             if let State::Inline { fut, counted } = &mut this.state {
-                // Polled in place, so a panic leaves the state for `Drop` to count.
-                let _inside = counted.then(|| reentry::enter(inner.id()));
-                let output = std::task::ready!(fut.as_mut().poll(cx));
+                let polled = if *counted {
+                    // Caller-runs: marked inside while polled; a panic is counted here (the
+                    // caller may catch it and drop this future later).
+                    let _inside = reentry::enter(inner.id());
+                    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                        Ok(polled) => polled,
+                        Err(payload) => {
+                            inner.counters.panicked.fetch_add(1, Relaxed);
+                            this.state = State::Done;
+                            resume_unwind(payload)
+                        }
+                    }
+                } else {
+                    fut.as_mut().poll(cx)
+                };
+                let output = std::task::ready!(polled);
                 if *counted {
                     inner.counters.completed.fetch_add(1, Relaxed);
                 }
@@ -138,7 +153,9 @@ where
                         }
                         OnFull::Wait(wait) => {
                             let started = inner.clock.now();
-                            let sleep = inner.clock.sleep_until(started + wait.as_std());
+                            // No deadline for a wait too long for an `Instant`: never times out.
+                            let sleep = deadline(started, wait.as_std())
+                                .map(|deadline| inner.clock.sleep_until(deadline));
                             this.state = State::Waiting {
                                 input,
                                 body,
@@ -166,7 +183,10 @@ where
                         this.state = this.submit(input, body);
                         continue;
                     }
-                    if sleep.as_mut().poll(cx).is_ready() {
+                    if sleep
+                        .as_mut()
+                        .is_some_and(|s| s.as_mut().poll(cx).is_ready())
+                    {
                         if !inner.room.deregister(ticket) {
                             // Woken for a slot we will not use: pass it on.
                             inner.room.wake_one();
@@ -228,13 +248,9 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
             State::Submitted { id: Some(id), .. } => {
                 inner.cancel_queued(*id);
             }
+            // Caller-runs given up part-way (a panic was counted where it happened).
             State::Inline { counted: true, .. } => {
-                let counter = if std::thread::panicking() {
-                    &inner.counters.panicked
-                } else {
-                    &inner.counters.cancelled
-                };
-                counter.fetch_add(1, Relaxed);
+                inner.counters.cancelled.fetch_add(1, Relaxed);
             }
             _ => {}
         }

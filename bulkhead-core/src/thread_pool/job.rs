@@ -279,6 +279,18 @@ fn unreachable_outcome() -> ! {
     panic!("bulkhead bug: a pool job signalled completion without an outcome")
 }
 
+/// Drops a user value on a worker; a panicking `Drop` must not take the worker down.
+fn drop_quietly<T>(value: T) {
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(value)));
+}
+
+/// Sends an outcome; if the caller went away, drops it (quietly) here.
+fn send_or_drop<I, Out>(tx: Sender<I, Out>, outcome: Outcome<I, Out>) {
+    if let Err(outcome) = tx.send(outcome) {
+        drop_quietly(outcome);
+    }
+}
+
 /// An async call's job: the body's future runs to completion on the worker.
 pub(crate) struct AsyncTask<I, F, Out> {
     payload: Mutex<Option<AsyncPayload<I, F, Out>>>,
@@ -331,6 +343,7 @@ where
         };
         if tx.is_canceled() {
             // The caller dropped its future before the body started: never run it.
+            drop_quietly((input, body));
             return Ran::Cancelled;
         }
         let result = {
@@ -353,21 +366,23 @@ where
         let ran = self.ran.lock().take();
         if let Some((tx, outcome)) = ran {
             // A caller that went away while the body ran: the result is discarded.
-            let _ = tx.send(outcome);
+            send_or_drop(tx, outcome);
         }
     }
 
     fn fail(&self, error: BulkheadError) {
         let payload = self.payload.lock().take();
-        if let Some((input, _body, tx)) = payload {
-            let _ = tx.send(Outcome::Refused(input, error));
+        if let Some((input, body, tx)) = payload {
+            drop_quietly(body);
+            send_or_drop(tx, Outcome::Refused(input, error));
         }
     }
 
     fn abandon(&self) {
         let payload = self.payload.lock().take();
-        if let Some((input, _body, tx)) = payload {
-            let _ = tx.send(Outcome::Abandoned(input));
+        if let Some((input, body, tx)) = payload {
+            drop_quietly(body);
+            send_or_drop(tx, Outcome::Abandoned(input));
         }
     }
 }
@@ -377,8 +392,9 @@ impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
         // Unreachable through `JobRef`, which always runs, fails or abandons; kept so the
         // caller's receiver can never see a sender dropped without an outcome.
         let payload = self.payload.lock().take();
-        if let Some((input, _body, tx)) = payload {
-            let _ = tx.send(Outcome::Abandoned(input));
+        if let Some((input, body, tx)) = payload {
+            drop_quietly(body);
+            send_or_drop(tx, Outcome::Abandoned(input));
         }
     }
 }

@@ -6,7 +6,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::thread::{JoinHandle, Thread};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bulkhead_config::{OnFull, ThreadPoolConfig};
 
@@ -102,6 +102,20 @@ impl State {
             }
             None => false,
         }
+    }
+}
+
+/// `now + wait`, or `None` ("never") when that is past what an `Instant` can hold
+/// (`Duration::MAX` as an unbounded wait or timeout).
+pub(crate) fn deadline(now: Instant, wait: Duration) -> Option<Instant> {
+    now.checked_add(wait)
+}
+
+/// Parks until `deadline` on the clock, or until unparked when there is none.
+fn park(clock: &dyn Clock, deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => clock.park_until(deadline),
+        None => std::thread::park(),
     }
 }
 
@@ -203,8 +217,17 @@ impl Inner {
         }
     }
 
-    /// Counts a refusal and returns it.
+    /// Counts and logs a refusal, handing the error back.
+    #[cold]
     pub(crate) fn refuse(&self, error: BulkheadError) -> BulkheadError {
+        tracing::warn!(
+            bulkhead = %self.name,
+            kind = "thread-pool",
+            reason = error.reason(),
+            running_and_queued = self.admitted.load(Relaxed),
+            limit = self.limit.load(Relaxed),
+            "bulkhead refused a call"
+        );
         self.counters.refuse(error)
     }
 
@@ -252,7 +275,7 @@ impl Inner {
 
     fn wait_for_room(&self, wait: Duration) -> Result<(), BulkheadError> {
         let started = self.clock.now();
-        let deadline = started + wait;
+        let deadline = deadline(started, wait);
         loop {
             let ticket = self.room.register_thread();
             if self.is_shut_down() {
@@ -264,7 +287,7 @@ impl Inner {
                 return Ok(());
             }
             let now = self.clock.now();
-            if now >= deadline {
+            if deadline.is_some_and(|deadline| now >= deadline) {
                 if !self.room.deregister(ticket) {
                     // A releaser woke us for a slot we will not use: pass it on.
                     self.room.wake_one();
@@ -274,7 +297,7 @@ impl Inner {
                     waited: now - started,
                 });
             }
-            self.clock.park_until(deadline);
+            park(&*self.clock, deadline);
             self.room.deregister(ticket);
         }
     }
@@ -373,9 +396,18 @@ impl Inner {
 
     fn spawn_worker(self: &Arc<Self>, number: u64) {
         let inner = Arc::clone(self);
-        let spawned = std::thread::Builder::new()
-            .name(format!("{}{number}", self.thread_name_prefix))
-            .spawn(move || worker_main(inner, number));
+        let name = format!("{}{number}", self.thread_name_prefix);
+        let spawned = if name.contains('\0') {
+            // `Builder::spawn` would panic on it; config validation rejects such a prefix.
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "thread name contains a NUL character",
+            ))
+        } else {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || worker_main(inner, number))
+        };
         match spawned {
             Ok(handle) => {
                 let mut st = self.state.lock();
@@ -462,7 +494,7 @@ impl Inner {
     }
 
     pub(crate) fn shutdown(&self, timeout: Duration) -> ShutdownCounts {
-        let deadline = self.clock.now() + timeout;
+        let deadline = deadline(self.clock.now(), timeout);
         self.begin_shutdown();
         loop {
             {
@@ -472,10 +504,10 @@ impl Inner {
                 }
                 st.shutdown_waiter = Some(std::thread::current());
             }
-            if self.clock.now() >= deadline {
+            if deadline.is_some_and(|deadline| self.clock.now() >= deadline) {
                 break;
             }
-            self.clock.park_until(deadline);
+            park(&*self.clock, deadline);
         }
         let now = self.clock.now();
         let (remaining, still_running, completed, handles, all_exited) = {
@@ -625,7 +657,8 @@ fn worker_main(inner: Arc<Inner>, worker: u64) {
         // Nothing to run: retire, or park until woken (or until keep-alive runs out).
         let now = inner.clock.now();
         let above_core = st.threads > st.core;
-        let expired = registered && above_core && now >= idle_since + st.keep_alive;
+        let retire_at = deadline(idle_since, st.keep_alive);
+        let expired = registered && above_core && retire_at.is_some_and(|at| now >= at);
         if st.shutting_down || st.threads > st.max || expired {
             if registered {
                 st.remove_idle(worker);
@@ -646,13 +679,14 @@ fn worker_main(inner: Arc<Inner>, worker: u64) {
             registered = true;
             idle_since = now;
         }
-        let deadline = above_core.then(|| idle_since + st.keep_alive);
+        let retire_at = if above_core {
+            deadline(idle_since, st.keep_alive)
+        } else {
+            None
+        };
         drop(st);
         after_unlock(&inner);
-        match deadline {
-            Some(deadline) => inner.clock.park_until(deadline),
-            None => std::thread::park(),
-        }
+        park(&*inner.clock, retire_at);
     }
 }
 
