@@ -1,70 +1,8 @@
-//! The thread-pool bulkhead: a named pool of worker threads with a bounded queue.
+//! The thread-pool bulkhead (see [`ThreadPoolBulkhead`] for its semantics and invariants).
 //!
-//! Calls run on worker threads named `<prefix><n>` (prefix default `<name>-`, `n` from 1).
-//! A blocking caller waits for its body to finish, so the body may borrow the caller's
-//! data; an async caller awaits the result without blocking its executor.
-//!
-//! # Admission
-//!
-//! A lock-free counter holds the calls admitted and not finished (running + queued); a call
-//! is admitted only while it is below `max_threads + queue_capacity`. A refusal touches only
-//! that counter and never allocates. An admitted call is handed to an idle worker if there
-//! is one, else to a new worker while the pool has fewer than `max_threads`, else it waits
-//! in the queue. Threads start lazily.
-//!
-//! **Growth above `core_threads`.** Unlike Java's `ThreadPoolExecutor`, which starts threads
-//! above core only once the queue is *full* (so a pool with a large queue effectively never
-//! grows and tasks wait behind a few busy threads), this pool starts a thread whenever no
-//! worker is idle, up to `max_threads`, and queues only when all `max_threads` are busy
-//! (Tomcat's executor behaves the same way). `core_threads` is the number kept alive while
-//! idle; threads above it retire after `keep_alive` idle, measured by the pool's clock.
-//! `queue_capacity: 0` is a direct hand-off: a call runs at once or is refused.
-//!
-//! **When full** (`on_full`): `abort` refuses with [`BulkheadError::Full`]; `caller-runs`
-//! runs the body on the calling thread (counted as permitted and completed; after shutdown
-//! such a call is refused with `ShutDown`, never silently discarded as Java's
-//! `CallerRunsPolicy` does); `{ wait: d }` waits up to `d` on the clock for room, then
-//! refuses with [`BulkheadError::Timeout`] (a zero wait refuses with `Full`). Waiting callers
-//! are woken one per freed slot, oldest first; a new caller that finds room takes it.
-//!
-//! # Overload control (off by default)
-//!
-//! * `max_queue_wait`: a task found older than this when a worker takes it is failed with
-//!   [`BulkheadError::QueueTimeout`] and never runs; its caller gets its input back. Use it
-//!   when callers have a deadline (a client timeout): work they have given up on is wasted.
-//! * `codel { target, interval }`: while the queue has not been empty for `interval`, tasks
-//!   older than `target` are failed the same way (Facebook's "Fail at Scale": 5 ms / 100 ms).
-//!   Use it when load can exceed capacity for long: it keeps a standing queue short without
-//!   shedding during short bursts.
-//! * `queue_order: adaptive-lifo`: FIFO normally, newest first while a queue is standing
-//!   (not empty for CoDel's `interval`, or 100 ms without CoDel). Use it with CoDel or
-//!   `max_queue_wait`: during overload the newest requests, whose clients still wait, are
-//!   served first, and the oldest age out.
-//!
-//! # Invariants
-//!
-//! * running ≤ `max_threads` (after a shrink, excess threads retire when their task ends);
-//! * running + queued ≤ `max_threads + queue_capacity` (after a shrink, new work is refused
-//!   until the pool is back under the new limit);
-//! * every admitted call runs exactly once or is failed exactly once (with `QueueTimeout`
-//!   or `ShutDown`, its input handed back), never both, never neither;
-//! * at rest, `permitted == completed + panicked + cancelled`, where `cancelled` counts
-//!   admitted calls that never ran: dropped async callers, and tasks failed from the queue
-//!   (which are also counted under their refusal reason).
-//!
-//! # Re-entry
-//!
-//! A worker is marked as inside its bulkhead; a call into the same bulkhead from a worker
-//! (or from a caller-runs body) runs inline on the current thread, takes no slot and is
-//! counted as `reentrant`, so seed 001's nested-pool deadlock cannot happen.
-//!
-//! # Live resize and shutdown
-//!
-//! [`ThreadPoolBulkhead::resize`] changes every size and policy without blocking callers and
-//! without cancelling admitted work. [`ThreadPoolBulkhead::shutdown`] stops admission, lets
-//! running and queued work finish within a timeout, fails what remains with `ShutDown`,
-//! joins the threads and reports counts. Dropping the last handle starts a shutdown without
-//! waiting: workers finish the queue and exit.
+//! Files: `pool` (shared state: admission, queue hand-off, workers, resize, shutdown),
+//! `queue` (order and staleness), `room` (callers waiting for room), `job` (run-or-fail
+//! jobs and the crate's one lifetime erasure), `call_async` (the async call's future).
 
 mod call_async;
 mod job;
@@ -89,8 +27,75 @@ use crate::{BulkheadName, Refused};
 
 /// A thread-pool bulkhead: a named pool of worker threads with a bounded queue.
 ///
-/// Cheap to clone (an `Arc` inside); clones share the pool. See the
-/// [module docs](self) for admission, overload control and invariants.
+/// Cheap to clone (an `Arc` inside); clones share the pool.
+///
+/// Calls run on worker threads named `<prefix><n>` (prefix default `<name>-`, `n` from 1).
+/// A blocking caller waits for its body to finish, so the body may borrow the caller's
+/// data; an async caller awaits the result without blocking its executor.
+///
+/// # Admission
+///
+/// A lock-free counter holds the calls admitted and not finished (running + queued); a call
+/// is admitted only while it is below `max_threads + queue_capacity`. A refusal touches only
+/// that counter and never allocates. An admitted call is handed to an idle worker if there
+/// is one, else to a new worker while the pool has fewer than `max_threads`, else it waits
+/// in the queue. Threads start lazily.
+///
+/// **Growth above `core_threads`.** Unlike Java's `ThreadPoolExecutor`, which starts threads
+/// above core only once the queue is *full* (so a pool with a large queue effectively never
+/// grows and tasks wait behind a few busy threads), this pool starts a thread whenever no
+/// worker is idle, up to `max_threads`, and queues only when all `max_threads` are busy
+/// (Tomcat's executor behaves the same way). `core_threads` is the number kept alive while
+/// idle; threads above it retire after `keep_alive` idle, measured by the pool's clock.
+/// `queue_capacity: 0` is a direct hand-off: a call runs at once or is refused.
+///
+/// **When full** (`on_full`): `abort` refuses with [`BulkheadError::Full`](crate::BulkheadError::Full); `caller-runs`
+/// runs the body on the calling thread (counted as permitted and completed; after shutdown
+/// such a call is refused with `ShutDown`, never silently discarded as Java's
+/// `CallerRunsPolicy` does); `{ wait: d }` waits up to `d` on the clock for room, then
+/// refuses with [`BulkheadError::Timeout`](crate::BulkheadError::Timeout) (a zero wait refuses with `Full`). Waiting callers
+/// are woken one per freed slot, oldest first; a new caller that finds room takes it.
+///
+/// # Overload control (off by default)
+///
+/// * `max_queue_wait`: a task found older than this when a worker takes it is failed with
+///   [`BulkheadError::QueueTimeout`](crate::BulkheadError::QueueTimeout) and never runs; its caller gets its input back. Use it
+///   when callers have a deadline (a client timeout): work they have given up on is wasted.
+/// * `codel { target, interval }`: while the queue has not been empty for `interval`, tasks
+///   older than `target` are failed the same way (Facebook's "Fail at Scale": 5 ms / 100 ms).
+///   Use it when load can exceed capacity for long: it keeps a standing queue short without
+///   shedding during short bursts.
+/// * `queue_order: adaptive-lifo`: FIFO normally, newest first while a queue is standing
+///   (not empty for CoDel's `interval`, or 100 ms without CoDel). Use it with CoDel or
+///   `max_queue_wait`: during overload the newest requests, whose clients still wait, are
+///   served first, and the oldest age out.
+///
+/// # Invariants
+///
+/// * running ≤ `max_threads` (after a shrink, excess threads retire when their task ends);
+/// * running + queued ≤ `max_threads + queue_capacity` (after a shrink, new work is refused
+///   until the pool is back under the new limit);
+/// * every admitted call runs exactly once or is failed exactly once (with `QueueTimeout`
+///   or `ShutDown`, its input handed back), never both, never neither;
+/// * at rest, `permitted == completed + panicked + cancelled`, where `cancelled` counts
+///   admitted calls that never ran: dropped async callers, and tasks failed from the queue
+///   (which are also counted under their refusal reason).
+///
+/// # Re-entry
+///
+/// A worker is marked as inside its bulkhead; a call into the same bulkhead from a worker
+/// (or from a caller-runs body) runs inline on the current thread, takes no slot and is
+/// counted as `reentrant`, so seed 001's nested-pool deadlock cannot happen.
+///
+/// # Live resize and shutdown
+///
+/// [`ThreadPoolBulkhead::resize`] changes every size and policy without blocking callers and
+/// without cancelling admitted work. [`ThreadPoolBulkhead::shutdown`] stops admission, lets
+/// running and queued work finish within a timeout, fails what remains with `ShutDown`,
+/// joins the threads and reports counts. Dropping the last handle starts a shutdown without
+/// waiting: workers finish the queue and exit.
+///
+/// # Example
 ///
 /// ```
 /// use bulkhead_config::ThreadPoolConfig;
@@ -247,6 +252,21 @@ impl ThreadPoolBulkhead {
     /// running work and never cancels admitted work: threads above a smaller `max_threads`
     /// retire when their current task ends, and a smaller queue refuses new work until it
     /// drains below its capacity. The thread name prefix is fixed at construction.
+    ///
+    /// ```
+    /// use bulkhead_config::ThreadPoolConfig;
+    /// use bulkhead_core::ThreadPoolBulkhead;
+    ///
+    /// let pool = ThreadPoolBulkhead::new("search", &ThreadPoolConfig::default());
+    /// pool.resize(&ThreadPoolConfig {
+    ///     core_threads: 8,
+    ///     max_threads: 16,
+    ///     queue_capacity: 50,
+    ///     ..ThreadPoolConfig::default()
+    /// });
+    /// let snapshot = pool.snapshot();
+    /// assert_eq!((snapshot.limit, snapshot.queue_capacity), (16, Some(50)));
+    /// ```
     pub fn resize(&self, config: &ThreadPoolConfig) {
         self.inner().resize(config);
     }
