@@ -58,3 +58,15 @@ impl<T> Mutex<T> {
         }
     }
 }
+
+/// A `SeqCst` fence for loom only: a no-op in a real build.
+///
+/// Code that relies on the single total order of `SeqCst` accesses (a store-load pair on two
+/// atomics, "I publish, then I look") is correct as written, but loom models `SeqCst`
+/// accesses as `AcqRel` and would report lost wake-ups that cannot happen. Loom does model
+/// `SeqCst` fences, so such code calls this between its store and its load.
+#[inline(always)]
+pub(crate) fn seq_cst_fence_for_loom() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}

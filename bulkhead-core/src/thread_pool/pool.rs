@@ -700,3 +700,7 @@ impl Drop for Inner {
         }
     }
 }
+
+#[cfg(all(test, loom))]
+#[path = "loom_tests.rs"]
+mod loom_tests;

@@ -5,6 +5,7 @@
 //! `count`, SeqCst) *then* retries admission; a releaser frees its slot (SeqCst RMW on the
 //! admission counter) *then* reads `count`. Either the waiter's retry sees the free slot, or
 //! the releaser sees the waiter. The release path costs one atomic load when nobody waits.
+//! (loom models `SeqCst` accesses as `AcqRel`, so the pair also carries a loom-only fence.)
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::SeqCst;
@@ -70,6 +71,7 @@ impl RoomWaiters {
         list.next_id += 1;
         list.waiters.push_back((id, waiter));
         self.count.fetch_add(1, SeqCst);
+        crate::sync::seq_cst_fence_for_loom();
         id
     }
 
@@ -88,6 +90,7 @@ impl RoomWaiters {
 
     /// Wakes the longest-waiting caller, if any.
     pub(crate) fn wake_one(&self) {
+        crate::sync::seq_cst_fence_for_loom();
         if self.count.load(SeqCst) == 0 {
             return;
         }

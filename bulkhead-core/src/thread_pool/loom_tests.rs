@@ -1,0 +1,386 @@
+//! loom models of the pool's admission and queue: the running + queued counter, the room
+//! waiters of `on_full: { wait }`, the queue bound after a shrink, cancellation, timeouts
+//! and shutdown, over every interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
+//! --release --lib thread_pool` (a child module of `pool`, for its private state).
+//!
+//! The real code runs: `ThreadPoolBulkhead::call_async` (admission, waiting for room with a
+//! loom-aware waker, submission, cancellation on drop), `resize`, `shutdown`. What loom
+//! cannot run is a worker thread (it parks through the OS), so the pool is built with its
+//! `max_threads` already counted as started, and the model plays the worker with
+//! [`work_one`], the same steps `worker_main` takes around a task. Time is a [`ModelClock`]
+//! whose deadlines all pass when a model thread fires it.
+//!
+//! loom treats `SeqCst` accesses as `AcqRel` (its documented limit). The room waiters rely
+//! on a store-load pair in the single `SeqCst` order (a waiter bumps `count` then reads
+//! `admitted`; a releaser lowers `admitted` then reads `count`); without a fence loom reports
+//! lost wake-ups there that the real memory model rules out, so `room` calls
+//! `sync::seq_cst_fence_for_loom` (a no-op outside loom) between the two.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::Ordering::SeqCst;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bulkhead_config::{OnFull, ThreadPoolConfig};
+use loom::sync::atomic::AtomicBool;
+
+use super::super::ThreadPoolBulkhead;
+use super::Taken;
+use crate::clock::{Clock, Sleep};
+use crate::{BulkheadError, Refused};
+
+/// Time that stands still until [`fire`](ModelClock::fire)d; then every deadline passed.
+#[derive(Clone)]
+struct ModelClock(std::sync::Arc<ClockState>);
+
+struct ClockState {
+    base: Instant,
+    fired: AtomicBool,
+    sleepers: loom::sync::Mutex<Vec<Waker>>,
+}
+
+impl fmt::Debug for ModelClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelClock").finish_non_exhaustive()
+    }
+}
+
+impl ModelClock {
+    fn new() -> ModelClock {
+        ModelClock(std::sync::Arc::new(ClockState {
+            base: Instant::now(),
+            fired: AtomicBool::new(false),
+            sleepers: loom::sync::Mutex::new(Vec::new()),
+        }))
+    }
+
+    fn fire(&self) {
+        self.0.fired.store(true, SeqCst);
+        let sleepers = std::mem::take(&mut *self.0.sleepers.lock().unwrap());
+        sleepers.into_iter().for_each(Waker::wake);
+    }
+}
+
+impl Clock for ModelClock {
+    fn now(&self) -> Instant {
+        let passed = if self.0.fired.load(SeqCst) { 3600 } else { 0 };
+        self.0.base + Duration::from_secs(passed)
+    }
+
+    fn park_until(&self, _deadline: Instant) {
+        loom::thread::yield_now();
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        let clock = self.clone();
+        Box::pin(std::future::poll_fn(move |cx| {
+            if clock.now() >= deadline {
+                return Poll::Ready(());
+            }
+            clock.0.sleepers.lock().unwrap().push(cx.waker().clone());
+            if clock.now() >= deadline {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        }))
+    }
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder.check(f);
+}
+
+/// Polls `fut` on this loom thread, parking it in loom while pending: a future nobody wakes
+/// leaves the thread parked, and loom fails the model with a deadlock.
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(loom::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(std::sync::Arc::new(Unpark(loom::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(output) = fut.as_mut().poll(&mut cx) {
+            return output;
+        }
+        loom::thread::park();
+    }
+}
+
+/// A pool of `max` threads (counted as started and busy: the model plays the worker) and a
+/// queue of `queue`, doing `on_full` when the queue is full.
+fn pool(max: u32, queue: u32, on_full: OnFull, clock: &ModelClock) -> ThreadPoolBulkhead {
+    let config = ThreadPoolConfig {
+        core_threads: max,
+        max_threads: max,
+        queue_capacity: queue,
+        on_full,
+        ..ThreadPoolConfig::default()
+    };
+    let pool = ThreadPoolBulkhead::with_clock("model", &config, std::sync::Arc::new(clock.clone()));
+    // The threads count as started and busy, so every admitted task is queued for the
+    // model's worker; their slots are the model's, so admission is left the queue's.
+    pool.inner().state.lock().threads = max;
+    pool.inner().limit.store(u64::from(queue), SeqCst);
+    pool
+}
+
+fn wait(ms: u64) -> OnFull {
+    OnFull::Wait(bulkhead_config::Duration::from_millis(ms))
+}
+
+/// One step of a worker: takes the next queued task, runs it, frees its slot, counts it,
+/// wakes its caller and one caller waiting for room — `worker_main`'s steps around a task.
+/// Returns false when the queue was empty.
+fn work_one(pool: &ThreadPoolBulkhead) -> bool {
+    let inner = pool.inner();
+    let taken = {
+        let mut st = inner.state.lock();
+        let policy = st.policy;
+        let taken = st.queue.take(inner.clock.now(), &policy);
+        if matches!(taken, Some(Taken::Run(_))) {
+            st.active += 1;
+        }
+        taken
+    };
+    match taken {
+        None => false,
+        Some(Taken::Stale(entry, waited)) => {
+            let name = inner.name.clone();
+            inner.fail_admitted(entry.job, BulkheadError::QueueTimeout { name, waited });
+            true
+        }
+        Some(Taken::Run(entry)) => {
+            let (ran, finished) = entry.job.run();
+            {
+                let mut st = inner.state.lock();
+                st.active -= 1;
+                inner.release();
+                inner.count(ran);
+            }
+            finished.deliver();
+            inner.room.wake_one();
+            true
+        }
+    }
+}
+
+/// Admitted calls are all over and counted once; no slot is held; nobody waits for room.
+fn assert_at_rest(pool: &ThreadPoolBulkhead) {
+    let inner = pool.inner();
+    assert_eq!(inner.admitted.load(SeqCst), 0, "a slot was lost");
+    assert_eq!(inner.room.len(), 0, "a room waiter was left behind");
+    assert_eq!(inner.state.lock().queue.len(), 0);
+    let c = inner.counters.counts();
+    assert_eq!(c.permitted, c.completed + c.panicked + c.cancelled, "{c:?}");
+}
+
+/// Submits a call whose body returns `n`, checking the running + queued bound on admission.
+async fn submit(pool: &ThreadPoolBulkhead, n: u32) -> Result<u32, Refused<u32>> {
+    let inner = pool.inner();
+    let admitted = pool.call_async(n, |n| async move { n });
+    let limit = inner.limit.load(SeqCst);
+    let result = admitted.await;
+    assert!(
+        inner.admitted.load(SeqCst) <= limit,
+        "running + queued above the limit"
+    );
+    result
+}
+
+#[test]
+fn a_freed_slot_wakes_a_caller_waiting_for_room() {
+    model(|| {
+        let clock = ModelClock::new();
+        // One thread (busy: the model is the worker) and one queue slot.
+        let pool = pool(1, 1, wait(100), &clock);
+        let first = loom::thread::spawn({
+            let pool = pool.clone();
+            move || block_on(submit(&pool, 1))
+        });
+        let second = loom::thread::spawn({
+            let pool = pool.clone();
+            move || block_on(submit(&pool, 2))
+        });
+        // Run tasks until both callers are served; a lost wake-up is a loom deadlock.
+        let mut done = 0;
+        while done < 2 {
+            if work_one(&pool) {
+                done += 1;
+            } else {
+                loom::thread::yield_now();
+            }
+        }
+        assert_eq!(first.join().unwrap().unwrap(), 1);
+        assert_eq!(second.join().unwrap().unwrap(), 2);
+        assert_at_rest(&pool);
+    });
+}
+
+/// Admits and queues one call for the model's worker, and lets its caller go without
+/// cancelling it (the model only needs the slot taken).
+fn take_the_slot(pool: &ThreadPoolBulkhead) {
+    let mut call = Box::pin(pool.call_async(0u32, |n| async move { n }));
+    let polled = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(polled.is_pending(), "queued for the (model) worker");
+    std::mem::forget(call);
+}
+
+#[test]
+fn a_room_waiter_that_gives_up_passes_its_wake_up_on() {
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 1, wait(100), &clock);
+        take_the_slot(&pool);
+        // One caller waits for room and then gives up (its future is dropped) while the
+        // slot frees: if the release woke it, it must pass the wake-up to the next waiter.
+        let quitter = loom::thread::spawn({
+            let pool = pool.clone();
+            move || {
+                let mut call = Box::pin(pool.call_async(1u32, |n| async move { n }));
+                let _ = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+                drop(call);
+            }
+        });
+        let answered = std::sync::Arc::new(AtomicBool::new(false));
+        let patient = loom::thread::spawn({
+            let (pool, answered) = (pool.clone(), answered.clone());
+            move || {
+                let result = block_on(submit(&pool, 2));
+                answered.store(true, SeqCst);
+                result
+            }
+        });
+        // The worker: runs whatever is queued until the patient caller has its answer.
+        while !answered.load(SeqCst) {
+            if !work_one(&pool) {
+                loom::thread::yield_now();
+            }
+        }
+        quitter.join().unwrap();
+        assert_eq!(patient.join().unwrap().unwrap(), 2);
+        while work_one(&pool) {}
+        assert_at_rest(&pool);
+    });
+}
+
+#[test]
+fn a_room_wait_timing_out_racing_a_freed_slot_is_answered_once() {
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 1, wait(100), &clock);
+        take_the_slot(&pool);
+        let answered = std::sync::Arc::new(AtomicBool::new(false));
+        let waiter = loom::thread::spawn({
+            let (pool, answered) = (pool.clone(), answered.clone());
+            move || {
+                let result = block_on(submit(&pool, 2));
+                answered.store(true, SeqCst);
+                result
+            }
+        });
+        let timer = loom::thread::spawn({
+            let clock = clock.clone();
+            move || clock.fire()
+        });
+        while !answered.load(SeqCst) {
+            if !work_one(&pool) {
+                loom::thread::yield_now();
+            }
+        }
+        timer.join().unwrap();
+        match waiter.join().unwrap() {
+            Ok(n) => assert_eq!(n, 2),
+            Err(Refused { input, error }) => {
+                assert_eq!(input, 2);
+                assert!(matches!(error, BulkheadError::Timeout { .. }), "{error:?}");
+            }
+        }
+        while work_one(&pool) {}
+        assert_at_rest(&pool);
+    });
+}
+
+#[test]
+fn a_shrink_racing_admission_never_queues_beyond_the_new_bound_for_later_calls() {
+    model(|| {
+        let clock = ModelClock::new();
+        // One (busy) thread, a queue of 2; shrunk to a queue of 0 while two callers submit.
+        let pool = pool(1, 2, OnFull::Abort, &clock);
+        let resized = std::sync::Arc::new(AtomicBool::new(false));
+        let callers: Vec<_> = (0..2)
+            .map(|n| {
+                let (pool, resized) = (pool.clone(), resized.clone());
+                loom::thread::spawn(move || {
+                    let after_resize = resized.load(SeqCst);
+                    let mut call = Box::pin(pool.call_async(n, |n| async move { n }));
+                    let polled = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+                    if let Poll::Ready(Err(refused)) = &polled {
+                        assert!(matches!(refused.error, BulkheadError::Full { .. }));
+                    }
+                    (after_resize, polled.is_pending(), call)
+                })
+            })
+            .collect();
+        pool.resize(&ThreadPoolConfig {
+            core_threads: 1,
+            max_threads: 1,
+            queue_capacity: 0,
+            ..ThreadPoolConfig::default()
+        });
+        resized.store(true, SeqCst);
+        let outcomes: Vec<_> = callers.into_iter().map(|t| t.join().unwrap()).collect();
+        // With the one thread busy and no queue left, a call made after the shrink is
+        // refused; calls admitted before it may stay queued (admitted work is never
+        // cancelled by a shrink), within the old bound.
+        for (after_resize, queued, _) in &outcomes {
+            assert!(
+                !(*after_resize && *queued),
+                "queued beyond the shrunk queue"
+            );
+        }
+        let queued = pool.inner().state.lock().queue.len();
+        assert!(queued <= 2);
+        assert_eq!(pool.inner().admitted.load(SeqCst), queued as u64);
+        drop(outcomes); // cancels what is still queued
+        assert_at_rest(&pool);
+    });
+}
+
+#[test]
+fn shutdown_during_admission_runs_or_refuses_each_call_exactly_once() {
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 1, OnFull::Abort, &clock);
+        let caller = loom::thread::spawn({
+            let pool = pool.clone();
+            move || block_on(pool.call_async(7u32, |n| async move { n }))
+        });
+        let report = pool.shutdown(Duration::ZERO);
+        // Whatever was queued at the shutdown was failed by it; a call admitted later is
+        // failed by `enqueue`. Either way the caller gets exactly one answer.
+        match caller.join().unwrap() {
+            Ok(_) => panic!("nothing runs the queue after shutdown"),
+            Err(Refused { input, error }) => {
+                assert_eq!(input, 7);
+                assert!(matches!(error, BulkheadError::ShutDown { .. }), "{error:?}");
+            }
+        }
+        assert!(report.failed_queued <= 1);
+        assert!(!work_one(&pool), "the queue is empty");
+        assert_at_rest(&pool);
+        let c = pool.inner().counters.counts();
+        assert_eq!(c.refused.shut_down, 1, "{c:?}");
+    });
+}
