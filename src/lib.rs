@@ -1,7 +1,154 @@
 //! bulkhead: named, config-driven bulkheads for Rust services.
+//!
+//! One slow dependency should not take a whole service down. Give every dependency its
+//! own named bulkhead — a semaphore, or a thread pool with a bounded queue — declared in
+//! `bulkheads.yaml` beside your `Cargo.toml`, and attach it with one attribute:
+//!
+//! ```
+//! use bulkhead::{bulkhead, BulkheadError};
+//!
+//! #[derive(Debug)]
+//! enum PaymentError {
+//!     Busy(BulkheadError),
+//! }
+//!
+//! impl From<BulkheadError> for PaymentError {
+//!     fn from(e: BulkheadError) -> Self {
+//!         PaymentError::Busy(e)
+//!     }
+//! }
+//!
+//! /// Charges an order (at most `payment.max_concurrent_calls` at once).
+//! #[bulkhead("payment")]
+//! fn charge(order: u64) -> Result<String, PaymentError> {
+//!     Ok(format!("receipt for order {order}"))
+//! }
+//!
+//! #[bulkhead("recommendations", fallback = no_recommendations)]
+//! fn recommend(user: u64) -> Vec<u64> {
+//!     vec![user + 1, user + 2]
+//! }
+//!
+//! // Called with the same arguments when the bulkhead refuses the call.
+//! fn no_recommendations(_user: u64, _refused: BulkheadError) -> Vec<u64> {
+//!     Vec::new()
+//! }
+//!
+//! assert_eq!(charge(7).unwrap(), "receipt for order 7");
+//! assert_eq!(recommend(1), vec![2, 3]);
+//! ```
+//!
+//! with, beside `Cargo.toml`:
+//!
+//! ```yaml
+//! bulkheads:
+//!   payment:         { kind: semaphore, max_concurrent_calls: 10 }
+//!   recommendations: { kind: semaphore, max_concurrent_calls: 8, max_wait: 300ms }
+//! ```
+//!
+//! The build fails, at the right token, when a name is not declared, when there is no
+//! config, when the config is invalid, and for the misuse listed under [`bulkhead`]. At run
+//! time, the first call builds the process-wide registry from the embedded config: nothing
+//! to set up.
 #![deny(missing_docs)]
 
 #[cfg(feature = "axum")]
 pub mod axum;
 #[cfg(feature = "tower")]
 pub mod tower;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+mod runtime;
+
+pub(crate) use __private as private;
+
+pub use runtime::{install, registry, reload};
+
+pub use bulkhead_config::Config;
+pub use bulkhead_core::{
+    BulkheadError, BulkheadName, BulkheadSnapshot, CallCounts, RefusalCounts, Refused, Registry,
+    ReloadError, ReloadReport, SemaphoreBulkhead, ThreadPoolBulkhead,
+};
+
+/// Routes every call of a function through a named bulkhead declared in the crate's
+/// `bulkheads.yaml`.
+///
+/// ```text
+/// #[bulkhead("name")]
+/// #[bulkhead("name", fallback = path)]
+/// ```
+///
+/// # The config, at compile time
+///
+/// The attribute reads `bulkheads.yaml` beside the crate's `Cargo.toml` (or the file named
+/// by `[package.metadata.bulkhead] config = "…"` in it, relative to it), validates it, and
+/// fails the build for an unknown name (with a suggestion), a missing file (saying where it
+/// looked) or an invalid file (file:line:column of each problem). The file is embedded with
+/// `include_str!`, so editing it rebuilds the crate, and the first call registers the
+/// declared bulkhead in the process-wide registry unless a deploy config installed it.
+///
+/// Under trybuild, which compiles test cases in a crate of its own so that
+/// `CARGO_MANIFEST_DIR` names that crate (trybuild#202), set `BULKHEAD_MANIFEST_DIR` to
+/// the directory whose config the cases use before running them (`tests/ui.rs` in this
+/// crate does).
+///
+/// # What the function becomes
+///
+/// * **semaphore, `fn`**: takes a permit (waiting at most `max_wait`), runs the body in
+///   place, returns the permit.
+/// * **semaphore, `async fn`**: awaits a permit, then awaits the body while holding it; works
+///   on any executor.
+/// * **thread pool, `fn`**: runs the body on one of the pool's worker threads and blocks
+///   until it is done, so borrowed arguments (`&self`, `&str`) are fine. The body needs to be
+///   `Send`.
+/// * **thread pool, `async fn`**: runs the future on a worker; it must be `Send + 'static`
+///   (owned arguments, `self: Arc<Self>`).
+///
+/// A call into a bulkhead the thread is already inside runs inline instead of waiting on
+/// itself (seed 001's nested-pool deadlock), and is counted. When the compiler can see it —
+/// an annotated function calling itself, or calling another function of the same `impl`
+/// block or module annotated with the same bulkhead — the build fails instead.
+///
+/// # Refusals
+///
+/// A refused call never runs its body. Without a fallback the function must return
+/// `Result<T, E>` with `E: From<BulkheadError>`, and returns `Err(error.into())`. With
+/// `fallback = path`, the fallback is called with the function's arguments (for methods,
+/// `self` first: `fallback = Self::cached`) followed by the [`BulkheadError`], and must
+/// return the function's return type (for an `async fn`, its output; the fallback is not
+/// async). The compiler checks the fallback's signature.
+///
+/// ```
+/// use bulkhead::{BulkheadError, bulkhead};
+///
+/// struct Catalog {
+///     cached: Vec<u64>,
+/// }
+///
+/// impl Catalog {
+///     #[bulkhead("recommendations", fallback = Self::from_cache)]
+///     fn recommend(&self, user: u64) -> Vec<u64> {
+///         vec![user * 2]
+///     }
+///
+///     fn from_cache(&self, _user: u64, _refused: BulkheadError) -> Vec<u64> {
+///         self.cached.clone()
+///     }
+/// }
+///
+/// let catalog = Catalog { cached: vec![1] };
+/// assert_eq!(catalog.recommend(4), vec![8]);
+/// ```
+///
+/// # Compile errors
+///
+/// An unknown name (pointing at the string, with a suggestion), no config (saying where it
+/// looked), an invalid config (each problem as `file:line:column`), a call to itself or to a
+/// function of the same `impl` block or module in the same bulkhead, a fallback of the wrong
+/// signature, a return type that cannot carry a [`BulkheadError`] without a fallback, an
+/// `async fn` on a thread pool whose future is not `Send + 'static`, the attribute on
+/// something that is not a function, and unknown options. On an error the function is still
+/// emitted unchanged, so one mistake gives one error. `tests/ui/fail` has one case of each.
+pub use bulkhead_macros::bulkhead;

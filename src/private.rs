@@ -1,0 +1,241 @@
+//! Paths for the code `#[bulkhead]` generates. Not a public API: names and signatures here
+//! change whenever the attribute's expansion does.
+//!
+//! Each annotated function holds one `static` slot ([`SemaphoreSlot`] or
+//! [`ThreadPoolSlot`]). The first call resolves the slot to a `&'static` handle: the
+//! bulkhead of that name in the process-wide registry, registered from the crate's embedded
+//! `bulkheads.yaml` ([`Declaration`]) unless a deploy config installed it first. Every later
+//! call is one atomic load (`OnceLock::get`) plus the core call.
+//!
+//! The traits here exist for their compile errors: each carries a
+//! `#[diagnostic::on_unimplemented]` message that tells a newcomer what `#[bulkhead]`
+//! needs, and the attribute spans their use at the user's own tokens (the return type, the
+//! `fallback = path`, the `async` keyword).
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+pub use core::result::Result::{Err, Ok};
+
+pub use bulkhead_core::{BulkheadError, Refused};
+
+use bulkhead_core::{AsyncPermit, CallAsync, Permit, SemaphoreBulkhead, ThreadPoolBulkhead};
+
+/// What an annotated function declares: its bulkhead's name and the crate's config text,
+/// embedded with `include_str!` (which also makes an edit of the file rebuild the crate).
+#[derive(Debug)]
+pub struct Declaration {
+    /// The bulkhead's name, checked against `config` at compile time.
+    pub name: &'static str,
+    /// The crate's `bulkheads.yaml`, as it was when the crate was compiled.
+    pub config: &'static str,
+    /// Where that file was, for messages.
+    pub config_path: &'static str,
+}
+
+/// The cached handle of a bulkhead, one `static` per annotated function.
+#[derive(Debug)]
+pub struct Slot<B: 'static> {
+    declaration: Declaration,
+    handle: OnceLock<&'static B>,
+}
+
+/// The cached handle of a semaphore bulkhead.
+pub type SemaphoreSlot = Slot<SemaphoreBulkhead>;
+
+/// The cached handle of a thread-pool bulkhead.
+pub type ThreadPoolSlot = Slot<ThreadPoolBulkhead>;
+
+/// The bulkhead kinds a [`Slot`] can hold.
+pub trait Resolve: Sized + 'static {
+    /// The bulkhead `declaration` names, from the process-wide registry.
+    fn resolve(declaration: &Declaration) -> &'static Self;
+}
+
+impl Resolve for SemaphoreBulkhead {
+    fn resolve(declaration: &Declaration) -> &'static Self {
+        crate::runtime::semaphore_for(declaration)
+    }
+}
+
+impl Resolve for ThreadPoolBulkhead {
+    fn resolve(declaration: &Declaration) -> &'static Self {
+        crate::runtime::thread_pool_for(declaration)
+    }
+}
+
+impl<B: Resolve> Slot<B> {
+    /// A slot that resolves on first use.
+    pub const fn new(declaration: Declaration) -> Self {
+        Slot {
+            declaration,
+            handle: OnceLock::new(),
+        }
+    }
+
+    /// The bulkhead (the fast path is one atomic load).
+    #[inline]
+    pub fn get(&'static self) -> &'static B {
+        match self.handle.get() {
+            Some(handle) => handle,
+            None => self.resolve(),
+        }
+    }
+
+    #[cold]
+    fn resolve(&'static self) -> &'static B {
+        self.handle.get_or_init(|| B::resolve(&self.declaration))
+    }
+}
+
+impl SemaphoreSlot {
+    /// Takes a permit for a synchronous call (blocking at most `max_wait`).
+    #[inline]
+    pub fn enter(&'static self) -> Result<Permit<'static>, BulkheadError> {
+        self.get().acquire()
+    }
+
+    /// Takes a permit for an async call (awaiting at most `max_wait`).
+    #[inline]
+    pub async fn enter_async(&'static self) -> Result<AsyncPermit<'static>, BulkheadError> {
+        self.get().acquire_async().await
+    }
+}
+
+/// Awaits an async body while holding `permit`, with the bulkhead marked entered during
+/// each poll (so a nested call to the same bulkhead runs inline).
+#[inline]
+pub fn run_async<F: Future>(
+    permit: AsyncPermit<'static>,
+    body: F,
+) -> impl Future<Output = F::Output> {
+    permit.run_async(body)
+}
+
+impl ThreadPoolSlot {
+    /// Runs `body(input)` on a worker and waits for it; a refusal hands `input` back.
+    #[inline]
+    pub fn call<I, R>(
+        &'static self,
+        input: I,
+        body: impl FnOnce(I) -> R + Send,
+    ) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        self.get().call(input, body)
+    }
+
+    /// Runs the future `body(input)` on a worker; a refusal hands `input` back.
+    #[inline]
+    pub fn call_async<I, F, Fut>(&'static self, input: I, body: F) -> CallAsync<I, F, Fut>
+    where
+        I: Send + 'static,
+        F: FnOnce(I) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.get().call_async(input, body)
+    }
+}
+
+/// The body of an `async fn` on a thread-pool bulkhead. Spanned at the function's `async`
+/// keyword: the future runs on one of the pool's worker threads, so it must be `Send` and
+/// `'static`, and rustc reports a violation there, naming the value that is not `Send`.
+#[inline]
+pub fn thread_pool_future<F>(body: F) -> F
+where
+    F: Future + Send + 'static,
+{
+    body
+}
+
+/// The value a refused call returns when the function has no fallback.
+///
+/// Spanned at the function's return type, so a return type that cannot carry a
+/// [`BulkheadError`] is reported there.
+#[inline]
+pub fn refusal<R: CarriesBulkheadError>(error: BulkheadError) -> R {
+    R::from_bulkhead_error(error)
+}
+
+/// Return types a refused call can be reported through: `Result<T, E>` with
+/// `E: From<BulkheadError>`.
+#[diagnostic::on_unimplemented(
+    message = "`#[bulkhead]` cannot report a refused call through the return type `{Self}`",
+    label = "a refused call must return something here, but `{Self}` cannot carry a `bulkhead::BulkheadError`",
+    note = "return `Result<T, E>` where `E: From<bulkhead::BulkheadError>` (e.g. `Result<T, bulkhead::BulkheadError>`, or add `impl From<bulkhead::BulkheadError> for E`)",
+    note = "or give the function a fallback, which receives its arguments and the error: `#[bulkhead(\"name\", fallback = path)]`"
+)]
+pub trait CarriesBulkheadError {
+    /// The value that reports `error`.
+    fn from_bulkhead_error(error: BulkheadError) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T, E: From<BulkheadError>> CarriesBulkheadError for Result<T, E> {
+    #[inline]
+    fn from_bulkhead_error(error: BulkheadError) -> Self {
+        Err(E::from(error))
+    }
+}
+
+/// Calls a fallback with the refused call's arguments and the error.
+///
+/// Spanned at `fallback = path`, so a fallback of the wrong shape is reported there. The
+/// bound sits on the arguments (whose types are known) rather than on the fallback, so a
+/// wrong arity or argument type is reported against the fallback's own signature.
+#[inline]
+pub fn fallback<F, Args, R>(fallback: F, args: Args, error: BulkheadError) -> R
+where
+    Args: FallbackArgs<F, R>,
+{
+    args.call(fallback, error)
+}
+
+/// The arguments of a refused call, which a fallback `F` returning `R` must accept
+/// (followed by the [`BulkheadError`]).
+#[diagnostic::on_unimplemented(
+    message = "`{F}` cannot be this function's fallback",
+    label = "a fallback must take the arguments `{Self}`, then a `bulkhead::BulkheadError`, and return `{R}`",
+    note = "a fallback receives the refused call's arguments (`self` first, for methods: `fallback = Self::name`) followed by the error, and returns what the function returns",
+    note = "for an `async fn`, the fallback is a plain (not async) function returning the `async fn`'s output type"
+)]
+pub trait FallbackArgs<F, R> {
+    /// Calls `fallback` with these arguments and `error`.
+    fn call(self, fallback: F, error: BulkheadError) -> R;
+}
+
+macro_rules! fallback_impls {
+    ($( ($($arg:ident),*) )*) => {$(
+        #[diagnostic::do_not_recommend]
+        impl<Func, Out, $($arg),*> FallbackArgs<Func, Out> for ($($arg,)*)
+        where
+            Func: FnOnce($($arg,)* BulkheadError) -> Out,
+        {
+            #[inline]
+            #[allow(non_snake_case)]
+            fn call(self, fallback: Func, error: BulkheadError) -> Out {
+                let ($($arg,)*) = self;
+                fallback($($arg,)* error)
+            }
+        }
+    )*};
+}
+
+fallback_impls! {
+    ()
+    (A1)
+    (A1, A2)
+    (A1, A2, A3)
+    (A1, A2, A3, A4)
+    (A1, A2, A3, A4, A5)
+    (A1, A2, A3, A4, A5, A6)
+    (A1, A2, A3, A4, A5, A6, A7)
+    (A1, A2, A3, A4, A5, A6, A7, A8)
+    (A1, A2, A3, A4, A5, A6, A7, A8, A9)
+    (A1, A2, A3, A4, A5, A6, A7, A8, A9, A10)
+    (A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11)
+    (A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12)
+}

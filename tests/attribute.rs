@@ -1,0 +1,273 @@
+//! `#[bulkhead]` as a newcomer uses it: only the `bulkhead` facade, the bulkheads declared
+//! in this crate's `bulkheads.yaml`, and no set-up code. Every saturation is reached with
+//! latches (a gate the test opens, channels that report "I am inside"), never with sleeps.
+//!
+//! Each test uses a bulkhead of its own (`attr-…`), because the registry is process-wide and
+//! the tests of this file run in parallel.
+
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+
+use bulkhead::{BulkheadError, bulkhead};
+
+/// A latch: callers wait until the test opens it.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
+fn snapshot(name: &str) -> bulkhead::BulkheadSnapshot {
+    bulkhead::registry()
+        .snapshot()
+        .into_iter()
+        .find(|s| s.name.as_str() == name)
+        .expect("the bulkhead is registered once it has been called")
+}
+
+// ---------------------------------------------------------------------------------------
+// A sync function on a semaphore bulkhead (max_concurrent_calls: 2, fail fast).
+
+#[bulkhead("attr-sync-semaphore")]
+fn hold_permit(inside: &SyncSender<()>, gate: &Gate) -> Result<u32, BulkheadError> {
+    inside.send(()).unwrap();
+    gate.wait();
+    Ok(7)
+}
+
+#[test]
+fn sync_semaphore_admits_its_limit_and_refuses_the_next_call_with_full() {
+    let gate = Gate::default();
+    let (inside, entered) = mpsc::sync_channel(8);
+    std::thread::scope(|s| {
+        let holders: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| hold_permit(&inside, &gate)))
+            .collect();
+        entered.recv().unwrap();
+        entered.recv().unwrap();
+
+        // Both permits are held: the third call is refused at once, and its body never ran.
+        let refused = hold_permit(&inside, &gate).unwrap_err();
+        assert!(matches!(refused, BulkheadError::Full { .. }), "{refused:?}");
+        assert_eq!(refused.name(), "attr-sync-semaphore");
+        assert!(entered.try_recv().is_err());
+
+        gate.open();
+        for holder in holders {
+            assert_eq!(holder.join().unwrap().unwrap(), 7);
+        }
+    });
+    // The permits came back.
+    assert_eq!(hold_permit(&inside, &gate).unwrap(), 7);
+    let calls = snapshot("attr-sync-semaphore").calls;
+    assert_eq!((calls.completed, calls.refused.full), (3, 1));
+}
+
+// ---------------------------------------------------------------------------------------
+// A `&self` method with borrowed arguments on a thread pool (2 threads, no queue).
+
+struct Renderer {
+    title: String,
+}
+
+impl Renderer {
+    /// Runs on a `render-` worker; the caller blocks, so `&self` and `&[u32]` are fine.
+    #[bulkhead("attr-sync-pool")]
+    fn render(
+        &self,
+        rows: &[u32],
+        inside: &SyncSender<String>,
+        gate: &Gate,
+    ) -> Result<String, BulkheadError> {
+        let worker = std::thread::current().name().unwrap_or("").to_owned();
+        inside.send(worker.clone()).unwrap();
+        gate.wait();
+        Ok(format!(
+            "{}: {} on {worker}",
+            self.title,
+            rows.iter().sum::<u32>()
+        ))
+    }
+}
+
+#[test]
+fn sync_thread_pool_method_runs_on_named_workers_with_borrowed_arguments() {
+    let renderer = Renderer {
+        title: String::from("sales"),
+    };
+    let rows = vec![1, 2, 3];
+    let gate = Gate::default();
+    let (inside, entered) = mpsc::sync_channel(8);
+    std::thread::scope(|s| {
+        let callers: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| renderer.render(&rows, &inside, &gate)))
+            .collect();
+        let mut workers = vec![entered.recv().unwrap(), entered.recv().unwrap()];
+        workers.sort();
+        assert!(
+            workers.iter().all(|w| w.starts_with("render-")),
+            "{workers:?}"
+        );
+        assert_ne!(workers[0], workers[1], "two calls, two workers");
+
+        // Both threads are busy and there is no queue: refused, body never ran.
+        let refused = renderer.render(&rows, &inside, &gate).unwrap_err();
+        assert!(matches!(refused, BulkheadError::Full { .. }), "{refused:?}");
+        assert!(entered.try_recv().is_err());
+
+        gate.open();
+        for c in callers {
+            let out = c.join().unwrap().unwrap();
+            assert!(out.starts_with("sales: 6 on render-"), "{out}");
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// `async fn` on a semaphore (2 permits) and on a thread pool (1 thread, no queue).
+
+#[bulkhead("attr-async-semaphore")]
+async fn fetch(
+    inside: tokio::sync::mpsc::UnboundedSender<()>,
+    release: Arc<tokio::sync::Semaphore>,
+) -> Result<&'static str, BulkheadError> {
+    inside.send(()).unwrap();
+    release.acquire().await.unwrap().forget();
+    Ok("fetched")
+}
+
+#[tokio::test]
+async fn async_semaphore_limits_concurrent_tasks() {
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let (inside, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let a = tokio::spawn(fetch(inside.clone(), release.clone()));
+    let b = tokio::spawn(fetch(inside.clone(), release.clone()));
+    entered.recv().await.unwrap();
+    entered.recv().await.unwrap();
+
+    let refused = fetch(inside.clone(), release.clone()).await.unwrap_err();
+    assert!(matches!(refused, BulkheadError::Full { .. }), "{refused:?}");
+    assert!(entered.try_recv().is_err());
+
+    release.add_permits(2);
+    assert_eq!(a.await.unwrap().unwrap(), "fetched");
+    assert_eq!(b.await.unwrap().unwrap(), "fetched");
+}
+
+#[bulkhead("attr-async-pool")]
+async fn crunch(
+    inside: tokio::sync::mpsc::UnboundedSender<String>,
+    release: Arc<tokio::sync::Semaphore>,
+) -> Result<String, BulkheadError> {
+    let worker = std::thread::current().name().unwrap_or("").to_owned();
+    inside.send(worker.clone()).unwrap();
+    release.acquire().await.unwrap().forget();
+    Ok(worker)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_thread_pool_runs_the_future_on_its_worker() {
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let (inside, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let first = tokio::spawn(crunch(inside.clone(), release.clone()));
+    let worker = entered.recv().await.unwrap();
+    assert!(worker.starts_with("crunch-"), "{worker}");
+
+    // The only thread is busy: refused without running.
+    let refused = crunch(inside.clone(), release.clone()).await.unwrap_err();
+    assert!(matches!(refused, BulkheadError::Full { .. }), "{refused:?}");
+    assert!(entered.try_recv().is_err());
+
+    release.add_permits(1);
+    assert_eq!(first.await.unwrap().unwrap(), worker);
+}
+
+// ---------------------------------------------------------------------------------------
+// A fallback gets the original arguments and the error.
+
+#[bulkhead("attr-fallback", fallback = price_unavailable)]
+fn price(sku: &str, quantity: u32, inside: &SyncSender<()>, gate: &Gate) -> String {
+    inside.send(()).unwrap();
+    gate.wait();
+    format!("{quantity} x {sku} = {}", quantity * 3)
+}
+
+fn price_unavailable(
+    sku: &str,
+    quantity: u32,
+    _inside: &SyncSender<()>,
+    _gate: &Gate,
+    refused: BulkheadError,
+) -> String {
+    format!(
+        "{quantity} x {sku}: {} ({})",
+        refused.reason(),
+        refused.name()
+    )
+}
+
+#[test]
+fn fallback_receives_the_arguments_and_the_refusal() {
+    let gate = Gate::default();
+    let (inside, entered) = mpsc::sync_channel(8);
+    std::thread::scope(|s| {
+        let holder = s.spawn(|| price("apple", 2, &inside, &gate));
+        entered.recv().unwrap();
+        assert_eq!(
+            price("pear", 5, &inside, &gate),
+            "5 x pear: full (attr-fallback)"
+        );
+        gate.open();
+        assert_eq!(holder.join().unwrap(), "2 x apple = 6");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Re-entry the compiler cannot see (another module) runs inline, counted, never deadlocks.
+
+mod reports {
+    use bulkhead::{BulkheadError, bulkhead};
+
+    /// On the pool's only thread, calls into the same pool through another module.
+    #[bulkhead("attr-reentry")]
+    pub fn build(id: u32) -> Result<(String, String), BulkheadError> {
+        let outer = std::thread::current().name().unwrap_or("").to_owned();
+        let inner = super::sections::load(id)?;
+        Ok((outer, inner))
+    }
+}
+
+mod sections {
+    use bulkhead::{BulkheadError, bulkhead};
+
+    #[bulkhead("attr-reentry")]
+    pub fn load(_id: u32) -> Result<String, BulkheadError> {
+        Ok(std::thread::current().name().unwrap_or("").to_owned())
+    }
+}
+
+#[test]
+fn reentry_across_modules_runs_inline_instead_of_deadlocking() {
+    // One thread, no queue: waiting for a second thread would never end (seed 001).
+    let (outer, inner) = reports::build(1).unwrap();
+    assert!(outer.starts_with("nested-"), "{outer}");
+    assert_eq!(
+        inner, outer,
+        "the nested call ran inline on the same worker"
+    );
+    assert_eq!(snapshot("attr-reentry").calls.reentrant, 1);
+}

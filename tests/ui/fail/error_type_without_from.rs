@@ -1,0 +1,11 @@
+use bulkhead::bulkhead;
+
+// `std::io::Error` has no `From<bulkhead::BulkheadError>`.
+#[bulkhead("inventory")]
+fn read_stock(path: &str) -> Result<String, std::io::Error> {
+    std::fs::read_to_string(path)
+}
+
+fn main() {
+    let _ = read_stock("stock.txt");
+}

@@ -1,0 +1,22 @@
+// Seed 001's nested-pool deadlock: `build` holds a `reports` worker while `load_section`
+// waits for another one.
+use bulkhead::{BulkheadError, bulkhead};
+
+struct ReportService;
+
+impl ReportService {
+    #[bulkhead("reports")]
+    fn build(&self, id: u32) -> Result<String, BulkheadError> {
+        let section = self.load_section(id)?;
+        Ok(format!("report {id}: {section}"))
+    }
+
+    #[bulkhead("reports")]
+    fn load_section(&self, id: u32) -> Result<String, BulkheadError> {
+        Ok(format!("section {id}"))
+    }
+}
+
+fn main() {
+    let _ = ReportService.build(1);
+}

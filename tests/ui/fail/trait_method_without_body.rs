@@ -1,0 +1,9 @@
+use bulkhead::{BulkheadError, bulkhead};
+
+trait Payments {
+    // A declaration has no body to wrap: the attribute goes on the implementation.
+    #[bulkhead("payment")]
+    fn charge(&self, order: u64) -> Result<u64, BulkheadError>;
+}
+
+fn main() {}
