@@ -984,3 +984,21 @@ fn caller_runs_async_panic_caught_around_poll_is_counted_panicked() {
     assert_eq!((calls.panicked, calls.cancelled), (1, 0));
     assert_eq!(calls.permitted, calls.completed + calls.panicked);
 }
+
+#[test]
+fn a_worker_that_cannot_start_refuses_the_call_with_its_input() {
+    // A NUL cannot be in a thread name: every spawn fails (config validation rejects it).
+    let pool = ThreadPoolBulkhead::new(
+        "nul",
+        &ThreadPoolConfig {
+            thread_name_prefix: Some("bad\0-".into()),
+            ..config(1, 1, 4)
+        },
+    );
+    let refused = pool.call(3u32, |i| i).unwrap_err();
+    assert_eq!(refused.input, 3);
+    assert!(is_full(&Err::<(), _>(refused)));
+    let snap = pool.snapshot();
+    assert_eq!((snap.active, snap.queued, snap.pool_size), (0, 0, Some(0)));
+    assert_eq!(snap.calls.permitted, snap.calls.cancelled);
+}
