@@ -46,6 +46,7 @@ pub(crate) fn refusal_index(err: &BulkheadError) -> usize {
 
 impl Counters {
     /// Counts a refusal and hands the error back, so call sites read `return Err(c.refuse(e))`.
+    #[inline]
     pub fn refuse(&self, err: BulkheadError) -> BulkheadError {
         self.refused[refusal_index(&err)].fetch_add(1, Relaxed);
         err

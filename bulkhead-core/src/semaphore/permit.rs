@@ -57,7 +57,7 @@ impl Drop for RawPermit<'_> {
     }
 }
 
-/// A permit of a [`SemaphoreBulkhead`], held by a synchronous caller; returned when dropped
+/// A permit of a [`SemaphoreBulkhead`](super::SemaphoreBulkhead), held by a synchronous caller; returned when dropped
 /// (also during a panic's unwinding).
 ///
 /// While it lives, the thread that acquired it counts as inside the bulkhead, so a nested
@@ -112,7 +112,7 @@ impl fmt::Debug for Permit<'_> {
     }
 }
 
-/// A permit of a [`SemaphoreBulkhead`] held by an async caller; returned when dropped.
+/// A permit of a [`SemaphoreBulkhead`](super::SemaphoreBulkhead) held by an async caller; returned when dropped.
 ///
 /// It does not mark any thread by itself (a task may move between threads); run the body
 /// through [`run_async`](Self::run_async) so that nested calls to the same bulkhead made
