@@ -41,8 +41,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use bulkhead::axum::{BulkheadLayer, Refusal};
-use bulkhead_config::{Config, Limits};
-use bulkhead_core::{BulkheadError, SemaphoreBulkhead, ThreadPoolBulkhead};
+use bulkhead::{BulkheadError, Config, SemaphoreBulkhead, ThreadPoolBulkhead};
 use http::StatusCode;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -653,21 +652,15 @@ struct Recommendations {
     fallback: bool,
 }
 
-/// The recommendation call behind the `recommendations` bulkhead (sized by
-/// `examples/incident.yaml`): a few calls at once, each caller waiting a few milliseconds
-/// at most for its turn; a refused call never reaches the slow service and is answered
-/// from the cache instead.
-fn recommendations(
-    bulkhead: &SemaphoreBulkhead,
-    service: &RecommendationService,
-    product: u64,
-) -> Recommendations {
-    match bulkhead.call(|| service.recommend(product)) {
-        Ok(items) => Recommendations {
-            items,
-            fallback: false,
-        },
-        Err(refused) => cached_recommendations(service, product, refused),
+/// The recommendation call behind the `recommendations` bulkhead (declared in the crate's
+/// `bulkheads.yaml`, sized by `examples/incident.yaml`): a few calls at once, each caller
+/// waiting a few milliseconds at most for its turn; a refused call never reaches the slow
+/// service and is answered from the cache instead.
+#[bulkhead::bulkhead("recommendations", fallback = cached_recommendations)]
+fn recommendations(service: &RecommendationService, product: u64) -> Recommendations {
+    Recommendations {
+        items: service.recommend(product),
+        fallback: false,
     }
 }
 
@@ -893,24 +886,33 @@ pub fn incident_config() -> Result<Config, String> {
 }
 
 impl BulkheadApp {
-    /// Builds the bulkheads of `examples/incident.yaml`.
+    /// Installs `examples/incident.yaml` as the deploy config of the process-wide registry
+    /// (what a service does at start-up) and registers the endpoints' bulkheads from it.
+    /// The annotated `recommendations` function finds its entry there too.
     fn new(scenario: &Scenario, dependency: Arc<RecommendationService>) -> Result<Self, String> {
         let config = incident_config()?;
-        let limits = |name: &str| {
-            config
+        bulkhead::install(&config).map_err(|err| format!("{INCIDENT_YAML_PATH}: {err}"))?;
+        let register = |name: &str| {
+            let declared = config
                 .bulkheads
                 .get(name)
-                .map(|declared| &declared.limits)
-                .ok_or_else(|| format!("{INCIDENT_YAML_PATH}: `{name}` is not declared"))
+                .ok_or_else(|| format!("{INCIDENT_YAML_PATH}: `{name}` is not declared"))?;
+            bulkhead::registry()
+                .register(name, declared)
+                .map_err(|err| format!("{INCIDENT_YAML_PATH}: {err}"))
         };
         let wrong_kind = |name: &str| format!("{INCIDENT_YAML_PATH}: `{name}` has the wrong kind");
-        let thread_pool = |name: &str| match limits(name)? {
-            Limits::ThreadPool(limits) => Ok(ThreadPoolBulkhead::new(name, limits)),
-            Limits::Semaphore(_) => Err(wrong_kind(name)),
+        let thread_pool = |name: &str| {
+            register(name)?
+                .as_thread_pool()
+                .cloned()
+                .ok_or_else(|| wrong_kind(name))
         };
-        let semaphore = |name: &str| match limits(name)? {
-            Limits::Semaphore(limits) => Ok(SemaphoreBulkhead::new(name, limits)),
-            Limits::ThreadPool(_) => Err(wrong_kind(name)),
+        let semaphore = |name: &str| {
+            register(name)?
+                .as_semaphore()
+                .cloned()
+                .ok_or_else(|| wrong_kind(name))
         };
         Ok(BulkheadApp {
             order: thread_pool("order")?,
@@ -946,10 +948,9 @@ impl BulkheadApp {
         .sum()
     }
 
-    fn shutdown(&self) {
-        self.order.shutdown(Duration::from_secs(1));
-        self.product_detail.shutdown(Duration::from_secs(1));
-    }
+    /// The bulkheads belong to the process-wide registry and outlive the run; nothing to
+    /// stop here. (A service would call `bulkhead::registry().shutdown(timeout)` on exit.)
+    fn shutdown(&self) {}
 }
 
 async fn isolated_order(
@@ -976,10 +977,7 @@ async fn isolated_product_detail(
             let app = app.clone();
             move |id| async move {
                 let product = work.look_up_product(id);
-                product_page(
-                    product,
-                    recommendations(&app.recommendations, &app.dependency, id),
-                )
+                product_page(product, recommendations(&app.dependency, id))
             }
         })
         .await

@@ -1,0 +1,67 @@
+//! An application using a library (`geo-client`) that declares its own bulkheads, and
+//! sizing them for its own traffic with a deploy config.
+//!
+//! ```sh
+//! cargo run -p library-app                # deploy.yaml overrides the library's sizes
+//! cargo run -p library-app -- --defaults  # the library's own defaults
+//! ```
+//!
+//! Twelve threads geocode at once. With the library's defaults (2 threads, queue 4) six
+//! are refused; with `deploy.yaml` installed at start-up (8 threads, queue 16) all are
+//! served. (A real deploy reads its file from disk; it is embedded here so the example
+//! runs from any directory.)
+
+use std::thread;
+use std::time::Instant;
+
+const DEPLOY_PATH: &str = "examples/library-app/app/deploy.yaml";
+const DEPLOY: &str = include_str!("../deploy.yaml");
+
+fn main() -> Result<(), String> {
+    if std::env::args().any(|arg| arg == "--defaults") {
+        println!("using the library's own defaults (geo/bulkheads.yaml)");
+    } else {
+        let deploy = bulkhead_config::parse_file(DEPLOY_PATH, DEPLOY)
+            .map_err(|diagnostics| diagnostics.to_string())?
+            .config;
+        // At start-up, before the library's first call: its bulkheads get the deploy's sizes.
+        bulkhead::install(&deploy).map_err(|err| err.to_string())?;
+        let names: Vec<&str> = deploy.bulkheads.keys().map(String::as_str).collect();
+        println!("installed {DEPLOY_PATH}: sizes for {}", names.join(", "));
+    }
+
+    let started = Instant::now();
+    let results: Vec<_> = thread::scope(|s| {
+        let callers: Vec<_> = (0..12)
+            .map(|n| s.spawn(move || geo_client::geocode(&format!("{n} Main Street"))))
+            .collect();
+        callers
+            .into_iter()
+            .map(|caller| caller.join().map_err(|_| "a caller panicked".to_string()))
+            .collect::<Result<_, _>>()
+    })?;
+    let served = results.iter().filter(|r| r.is_ok()).count();
+    if let Some(err) = results.iter().find_map(|r| r.as_ref().err()) {
+        println!("e.g. {err}");
+    }
+    println!(
+        "geocoded {served} of {} addresses in {}ms",
+        results.len(),
+        started.elapsed().as_millis()
+    );
+    let tile = geo_client::tile(12, 2048, 1361).map_err(|err| err.to_string())?;
+    println!("fetched a tile of {} bytes", tile.len());
+
+    for snapshot in bulkhead::registry().snapshot() {
+        println!(
+            "{:<9} {:<11} limit {:>2}  queue capacity {:>2}  completed {:>2}  refused {:>2}",
+            snapshot.name.as_str(),
+            snapshot.kind.as_str(),
+            snapshot.limit,
+            snapshot.queue_capacity.unwrap_or(0),
+            snapshot.calls.completed,
+            snapshot.calls.refused.total(),
+        );
+    }
+    Ok(())
+}
