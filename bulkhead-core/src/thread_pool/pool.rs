@@ -641,6 +641,15 @@ fn worker_main(inner: Arc<Inner>, worker: u64) {
                 continue;
             }
             Some(Taken::Stale(entry, waited)) => {
+                // While it fails this task the worker is neither running nor idle, yet it
+                // comes straight back for the next one: count it as claimed, or `enqueue`
+                // would see the queue over capacity and refuse calls admission just let in.
+                if registered {
+                    st.remove_idle(worker);
+                    registered = false;
+                }
+                st.pending += 1;
+                claimed = true;
                 drop(st);
                 after_unlock(&inner);
                 inner.fail_admitted(

@@ -1,11 +1,11 @@
 //! Helpers shared by the integration tests: manual polling, a manual clock as
-//! `Arc<dyn Clock>`, config shorthands and a deterministic generator.
+//! `Arc<dyn Clock>`, config shorthands, latches and a deterministic generator.
 // Each test crate uses its own subset of these.
 #![allow(dead_code)]
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use bulkhead_config::{Duration, RateLimitConfig, SemaphoreConfig};
@@ -61,4 +61,47 @@ impl XorShift {
         self.0 ^= self.0 << 17;
         self.0
     }
+}
+
+/// A latch: threads block in [`wait`](Gate::wait) until the test [`open`](Gate::open)s it.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    /// Blocks until the gate is open.
+    pub fn wait(&self) {
+        let (open, cv) = &*self.0;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = cv.wait(open).unwrap();
+        }
+    }
+
+    /// Opens the gate for good, releasing every waiter.
+    pub fn open(&self) {
+        let (open, cv) = &*self.0;
+        *open.lock().unwrap() = true;
+        cv.notify_all();
+    }
+}
+
+/// Spins (yielding) until `cond` holds: a latch on observable state, never a timed sleep.
+pub fn wait_until(mut cond: impl FnMut() -> bool) {
+    while !cond() {
+        std::thread::yield_now();
+    }
+}
+
+/// A future that is pending once (waking itself at once), then ready: one await point.
+pub fn yield_once() -> impl Future<Output = ()> {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
 }
