@@ -96,8 +96,8 @@ pub fn registry() -> &'static Registry {
 /// typo in a deploy file shows up there).
 ///
 /// ```
+/// use bulkhead::config::{BulkheadConfig, SemaphoreConfig};
 /// use bulkhead::{BulkheadError, Config, bulkhead};
-/// use bulkhead_config::{BulkheadConfig, SemaphoreConfig};
 ///
 /// #[bulkhead("recommendations")]
 /// fn recommend(user: u64) -> Result<Vec<u64>, BulkheadError> {
@@ -114,6 +114,26 @@ pub fn registry() -> &'static Registry {
 ///
 /// recommend(1).unwrap();
 /// assert_eq!(bulkhead::registry().semaphore("recommendations").unwrap().limit(), 2);
+/// ```
+///
+/// A deploy usually layers its own file and environment variables over the declared
+/// config with [`config::Layers`](crate::config::Layers); every error names the file, line
+/// and key, or the variable, of the bad value:
+///
+/// ```
+/// use bulkhead::config::{Layers, Limits};
+///
+/// let declared = include_str!("../bulkheads.yaml");
+/// let deploy = "bulkheads:\n  payment: { max_concurrent_calls: 40 }\n";
+/// let config = Layers::new("bulkheads.yaml", declared)
+///     .yaml("deploy/prod.yaml", deploy)?
+///     .env_vars([("BULKHEAD_PAYMENT__MAX_CONCURRENT_CALLS".to_string(), "50".to_string())])
+///     .extract()?;
+/// // The environment wins over the deploy file, which wins over the declaration.
+/// let payment = &config.bulkheads["payment"];
+/// assert!(matches!(&payment.limits, Limits::Semaphore(s) if s.max_concurrent_calls == 50));
+/// bulkhead::install(&config).expect("a deploy may change sizes, not kinds");
+/// # Ok::<(), bulkhead::config::Diagnostics>(())
 /// ```
 pub fn install(config: &Config) -> Result<ReloadReport, ReloadError> {
     apply(config)
