@@ -66,10 +66,10 @@ pub(crate) use __private as private;
 
 pub use runtime::{install, registry, reload};
 
-pub use bulkhead_config::Config;
 /// The config types, YAML parsing with positions, validation and deploy layering
 /// ([`config::Layers`]: embedded defaults < deploy files < `BULKHEAD_…` environment variables).
 pub use bulkhead_config as config;
+pub use bulkhead_config::Config;
 pub use bulkhead_core::{
     BulkheadError, BulkheadName, BulkheadSnapshot, CallCounts, RefusalCounts, Refused, Registry,
     ReloadError, ReloadReport, SemaphoreBulkhead, ThreadPoolBulkhead,
