@@ -74,6 +74,10 @@ pub use bulkhead_core::{
     BulkheadError, BulkheadName, BulkheadSnapshot, CallCounts, RefusalCounts, Refused, Registry,
     ReloadError, ReloadReport, SemaphoreBulkhead, ThreadPoolBulkhead,
 };
+// Observability (issue 5): spans, events, context propagation, exposition.
+#[cfg(feature = "metrics")]
+pub use bulkhead_core::metrics_bridge;
+pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, prometheus};
 
 /// Routes every call of a function through a named bulkhead declared in the crate's
 /// `bulkheads.yaml`.

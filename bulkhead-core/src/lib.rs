@@ -3,10 +3,21 @@
 //!
 //! Most users depend on the `bulkhead` facade crate and its `#[bulkhead]` attribute; this
 //! crate is the runtime underneath it, usable on its own.
+//!
+//! Observability: every call runs in a `bulkhead` tracing span (carried onto pool workers
+//! with the caller's span as parent, see [`context`]), every refusal logs a `WARN`;
+//! [`Registry::snapshot`] reads limits, load, counters, wait- and queue-time histograms and
+//! saturation; [`prometheus`] renders them as text exposition; [`events`] delivers
+//! permitted / refused / finished events to listeners.
 #![deny(missing_docs)]
 
 mod clock;
+pub mod context;
 mod error;
+pub mod events;
+#[cfg(feature = "metrics")]
+pub mod metrics_bridge;
+pub mod prometheus;
 mod rate_limit;
 mod reentry;
 mod registry;
@@ -14,6 +25,7 @@ mod semaphore;
 mod snapshot;
 mod stats;
 mod sync;
+mod telemetry;
 mod thread_pool;
 
 pub use clock::{Clock, ManualClock, Sleep, SystemClock, system_clock};
@@ -25,4 +37,5 @@ pub use registry::{
 };
 pub use semaphore::{Acquire, AsyncPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown};
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};
+pub use telemetry::{BUCKETS, HistogramSnapshot, SaturationLevel};
 pub use thread_pool::{CallAsync, ShutdownReport, ThreadPoolBulkhead};

@@ -49,7 +49,7 @@ impl Bulkhead {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let name = name.into();
-        match &config.limits {
+        let bulkhead = match &config.limits {
             Limits::Semaphore(limits) => Bulkhead::Semaphore(
                 SemaphoreBulkhead::with_clock(name, limits, clock)
                     .with_rate_limit(config.rate_limit.as_ref()),
@@ -57,6 +57,15 @@ impl Bulkhead {
             Limits::ThreadPool(limits) => {
                 Bulkhead::ThreadPool(ThreadPoolBulkhead::with_clock(name, limits, clock))
             }
+        };
+        bulkhead.telemetry().set_saturation(config.saturation);
+        bulkhead
+    }
+
+    fn telemetry(&self) -> &crate::telemetry::Telemetry {
+        match self {
+            Bulkhead::Semaphore(b) => b.telemetry(),
+            Bulkhead::ThreadPool(b) => b.telemetry(),
         }
     }
 
@@ -102,6 +111,7 @@ impl Bulkhead {
 
     /// Applies `config`'s limits in place. The caller has checked that the kinds match.
     fn apply(&self, config: &BulkheadConfig) {
+        self.telemetry().set_saturation(config.saturation);
         match (self, &config.limits) {
             (Bulkhead::Semaphore(b), Limits::Semaphore(limits)) => {
                 b.resize(limits);

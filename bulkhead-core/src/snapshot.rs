@@ -8,6 +8,7 @@
 use bulkhead_config::Kind;
 
 use crate::BulkheadName;
+use crate::telemetry::{HistogramSnapshot, SaturationLevel};
 
 /// What one bulkhead looks like right now: its limits, its load and its call counters.
 ///
@@ -39,6 +40,17 @@ pub struct BulkheadSnapshot {
     pub largest_pool_size: Option<u32>,
     /// What happened to the calls made so far.
     pub calls: CallCounts,
+    /// How long admitted calls waited for a permit (semaphore `max_wait`) or for room in
+    /// the pool (`on_full: wait`); calls admitted at once count as 0. Its count is
+    /// `calls.permitted`.
+    pub wait_time: HistogramSnapshot,
+    /// How long tasks waited in the pool's queue before a worker took them; `None` for a
+    /// semaphore.
+    pub queue_time: Option<HistogramSnapshot>,
+    /// How close the bulkhead is to refusing, against its configured thresholds
+    /// (`saturation` in the config; 80 %/95 % active, 70 %/90 % queue by default).
+    /// Information for dashboards and alerts, never a failed health check.
+    pub saturation: SaturationLevel,
 }
 
 /// Cumulative call counters of one bulkhead since it was built.
@@ -79,7 +91,33 @@ pub struct RefusalCounts {
     pub shut_down: u64,
 }
 
+impl CallCounts {
+    /// `(outcome, count)` for `completed`, `panicked`, `cancelled`, `refused` (every
+    /// reason) and `reentrant`: the `outcome` label of `bulkhead_calls_total`.
+    pub fn by_outcome(&self) -> [(&'static str, u64); 5] {
+        [
+            ("completed", self.completed),
+            ("panicked", self.panicked),
+            ("cancelled", self.cancelled),
+            ("refused", self.refused.total()),
+            ("reentrant", self.reentrant),
+        ]
+    }
+}
+
 impl RefusalCounts {
+    /// `(reason, count)` for each reason, labelled as
+    /// [`BulkheadError::reason`](crate::BulkheadError::reason).
+    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
+        [
+            ("full", self.full),
+            ("timeout", self.timeout),
+            ("queue_timeout", self.queue_timeout),
+            ("rate_limited", self.rate_limited),
+            ("shut_down", self.shut_down),
+        ]
+    }
+
     /// Refusals of every reason together.
     pub fn total(&self) -> u64 {
         self.full + self.timeout + self.queue_timeout + self.rate_limited + self.shut_down

@@ -118,7 +118,10 @@ impl<'a> Future for Acquire<'a> {
                     mut sleep,
                     start,
                 } => match poll_queued(shared, &waiter, &mut sleep, start, cx) {
-                    Some(waited) => break waited,
+                    Some(waited) => {
+                        shared.record_wait(&waited, start);
+                        break waited;
+                    }
                     None => {
                         self.stage = Stage::Queued {
                             waiter,
@@ -138,7 +141,10 @@ impl<'a> Future for Acquire<'a> {
 fn ready(
     permit: Result<super::RawPermit<'_>, BulkheadError>,
 ) -> Poll<Result<AsyncPermit<'_>, BulkheadError>> {
-    Poll::Ready(permit.map(|raw| AsyncPermit { raw }))
+    Poll::Ready(permit.map(|mut raw| {
+        raw.scope = raw.shared.telemetry.call_scope(raw.held);
+        AsyncPermit { raw }
+    }))
 }
 
 /// One poll of a queued waiter: `Some` once its wait has ended.

@@ -75,6 +75,7 @@ use crate::stats::Counters;
 // The handle and the clock are plain `std` Arcs (not part of a loom model); waiters, which
 // cross threads through the queue, use the shim's.
 use crate::sync::{self, AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Mutex};
+use crate::telemetry::{Load, Telemetry};
 use crate::{BulkheadError, BulkheadName};
 use std::sync::Arc;
 
@@ -143,6 +144,8 @@ struct Shared {
     counters: Counters,
     /// Checked before a permit is taken; admits everything unless configured.
     rate: RateLimiter,
+    /// Spans, refusal warnings, wait-time histogram, events.
+    telemetry: Telemetry,
 }
 
 #[derive(Default)]
@@ -226,6 +229,8 @@ impl SemaphoreBulkhead {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let limit = config.max_concurrent_calls;
+        let name = name.into();
+        let telemetry = Telemetry::new(name.clone(), Kind::Semaphore, Arc::clone(&clock));
         SemaphoreBulkhead {
             shared: Arc::new(Shared {
                 state: CachePadded::new(AtomicIsize::new(permits_to_state(limit))),
@@ -233,8 +238,9 @@ impl SemaphoreBulkhead {
                 limit: AtomicU32::new(limit),
                 max_wait_nanos: AtomicU64::new(duration_nanos(config.max_wait.as_std())),
                 fair: AtomicBool::new(config.fair),
-                name: name.into(),
+                name,
                 rate: RateLimiter::new(None, Arc::clone(&clock)),
+                telemetry,
                 clock,
                 counters: Counters::default(),
             }),
@@ -472,7 +478,15 @@ impl SemaphoreBulkhead {
             pool_size: None,
             largest_pool_size: None,
             calls,
+            wait_time: shared.telemetry.wait_time(calls.permitted),
+            queue_time: None,
+            saturation: shared.telemetry.saturation(active, limit, 0, 0),
         }
+    }
+
+    /// Spans, histograms, saturation thresholds and events of this bulkhead.
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.shared.telemetry
     }
 }
 
@@ -730,7 +744,12 @@ impl Shared {
             Err(err) => err,
         };
         match self.max_wait_after(refused) {
-            Ok(max_wait) => self.settle(self.wait_blocking(max_wait)),
+            Ok(max_wait) => {
+                let since = self.clock.now();
+                let waited = self.wait_blocking(max_wait);
+                self.record_wait(&waited, since);
+                self.settle(waited)
+            }
             Err(refused) => Err(self.refuse(refused)),
         }
     }
@@ -743,6 +762,15 @@ impl Shared {
             Err(refused)
         } else {
             Ok(max_wait)
+        }
+    }
+
+    /// Records the wait of a caller that queued since `since` and was granted a permit.
+    fn record_wait(&self, waited: &Waited, since: Instant) {
+        if matches!(waited, Waited::Granted) {
+            let now = self.clock.now();
+            self.telemetry
+                .record_wait(now.saturating_duration_since(since));
         }
     }
 
@@ -792,29 +820,27 @@ impl Shared {
         }
     }
 
-    /// Counts and logs a refusal, handing the error back.
+    /// Counts and reports a refusal, handing the error back.
     #[inline]
     fn refuse(&self, err: BulkheadError) -> BulkheadError {
-        // One relaxed load decides whether anyone records WARN events; only then is the
-        // event built (a refusal storm without a subscriber costs no logging at all).
-        if tracing::level_filters::LevelFilter::current() >= tracing::Level::WARN {
-            self.log_refusal(&err);
+        // Relaxed loads decide whether anyone records WARN events or listens to events;
+        // only then is anything built (a refusal storm with neither costs nothing extra).
+        if self.telemetry.refusals_observed() {
+            self.report_refusal(&err);
         }
         self.counters.refuse(err)
     }
 
-    /// The WARN event of one refusal: reason, limit, permits free, callers waiting.
+    /// The WARN event and the listeners of one refusal: reason, active, queued (callers
+    /// waiting), limit. Never called with the waiter queue locked.
     #[cold]
     #[inline(never)]
-    fn log_refusal(&self, err: &BulkheadError) {
-        tracing::warn!(
-            bulkhead = %self.name,
-            kind = "semaphore",
-            reason = err.reason(),
-            limit = self.limit.load(Relaxed),
-            available = available(self.state.load(Relaxed)),
-            "bulkhead refused a call"
-        );
+    fn report_refusal(&self, err: &BulkheadError) {
+        self.telemetry.on_refused(err, || Load {
+            active: self.running(),
+            queued: u32::try_from(self.waiters.lock().queue.len()).unwrap_or(u32::MAX),
+            limit: self.limit.load(Relaxed),
+        });
     }
 }
 

@@ -13,7 +13,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
 use super::Shared;
+use crate::events::CallOutcome;
 use crate::reentry::{self, BulkheadId, Entered};
+use crate::telemetry::CallScope;
 
 /// A permit as the accounting sees it: held (returned on drop) or re-entrant (nothing to
 /// return). Counts the call's outcome when dropped.
@@ -22,6 +24,10 @@ pub(super) struct RawPermit<'a> {
     pub(super) held: bool,
     /// Set when an async body was dropped before it finished.
     pub(super) cancelled: bool,
+    /// An async call's span and start, only while tracing or a listener wants them; the
+    /// span is entered by [`RunAsync`] during each poll. (A sync permit's scope is kept by
+    /// `Telemetry::begin_sync_call` instead.)
+    pub(super) scope: Option<Box<CallScope>>,
 }
 
 impl<'a> RawPermit<'a> {
@@ -31,6 +37,7 @@ impl<'a> RawPermit<'a> {
             shared,
             held,
             cancelled: false,
+            scope: None,
         }
     }
 
@@ -43,17 +50,25 @@ impl<'a> RawPermit<'a> {
 impl Drop for RawPermit<'_> {
     #[inline]
     fn drop(&mut self) {
+        let scope = self.scope.take();
         if !self.held {
             return;
         }
         // `completed` is not counted here: the snapshot derives it (admitted calls that are
         // over and neither panicked nor cancelled), keeping one atomic add off the fast path.
-        if std::thread::panicking() {
+        let outcome = if std::thread::panicking() {
             self.shared.counters.panicked.fetch_add(1, Relaxed);
+            CallOutcome::Panicked
         } else if self.cancelled {
             self.shared.counters.cancelled.fetch_add(1, Relaxed);
-        }
+            CallOutcome::Cancelled
+        } else {
+            CallOutcome::Completed
+        };
         self.shared.release();
+        if let Some(scope) = scope {
+            self.shared.telemetry.on_finished(scope.started, outcome);
+        }
     }
 }
 
@@ -66,6 +81,7 @@ impl Drop for RawPermit<'_> {
 /// [`AsyncPermit`] instead.
 #[must_use = "the permit is returned as soon as it is dropped"]
 pub struct Permit<'a> {
+    /// Its span (if any) is entered on this thread while the permit is held.
     raw: RawPermit<'a>,
     // A held permit owns its thread's re-entry mark, so it stays on that thread.
     _not_send: PhantomData<*const ()>,
@@ -79,6 +95,9 @@ impl<'a> Permit<'a> {
         debug_assert_eq!(raw.held, inside.is_some());
         if let Some(inside) = inside {
             inside.forget();
+        }
+        if raw.held {
+            raw.shared.telemetry.begin_sync_call(raw.id());
         }
         Permit {
             raw,
@@ -97,6 +116,7 @@ impl Drop for Permit<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.raw.held {
+            self.raw.shared.telemetry.end_sync_call(self.raw.id());
             reentry::leave(self.raw.id());
         }
         // Then `raw` drops: the permit goes back.
@@ -176,7 +196,10 @@ impl<F: Future> Future for RunAsync<'_, F> {
             panic!("`RunAsync` polled after it completed");
         };
         let _inside = reentry::enter(permit.raw.id());
-        let output = std::task::ready!(this.body.poll(cx));
+        let output = {
+            let _span = permit.raw.scope.as_ref().map(|scope| scope.span.enter());
+            std::task::ready!(this.body.poll(cx))
+        };
         // The body finished: return the permit now, counted completed.
         *this.permit = None;
         Poll::Ready(output)

@@ -14,6 +14,7 @@ use super::ThreadPoolBulkhead;
 use super::job::{AsyncReceiver, AsyncTask, JobRef};
 use super::pool::deadline;
 use crate::clock::Sleep;
+use crate::events::CallOutcome;
 use crate::{BulkheadError, Refused, reentry};
 
 /// The future of an async call to a [`ThreadPoolBulkhead`]: resolves to the body's output,
@@ -26,6 +27,9 @@ use crate::{BulkheadError, Refused, reentry};
 pub struct CallAsync<I, F, Fut: Future> {
     pool: ThreadPoolBulkhead,
     state: State<I, F, Fut>,
+    /// The call's span (a child of the span current when the call was made), entered during
+    /// each poll, so the job captures it and enters it on the worker.
+    span: tracing::Span,
 }
 
 enum State<I, F, Fut: Future> {
@@ -47,6 +51,8 @@ enum State<I, F, Fut: Future> {
     Inline {
         fut: Pin<Box<Fut>>,
         counted: bool,
+        /// For `counted` calls, when they were permitted, if someone listened.
+        started: Option<Instant>,
     },
     Done,
 }
@@ -62,15 +68,18 @@ where
     Fut::Output: Send + 'static,
 {
     pub(super) fn new(pool: ThreadPoolBulkhead, input: I, body: F) -> Self {
+        let span = pool.inner().telemetry.call_span();
         CallAsync {
             pool,
             state: State::Start(input, body),
+            span,
         }
     }
 
     fn submit(&self, input: I, body: F) -> State<I, F, Fut> {
         let inner = self.pool.inner();
         inner.counters.permitted.fetch_add(1, Relaxed);
+        inner.telemetry.on_permitted();
         let (job, rx) = AsyncTask::<I, F, Fut::Output>::job(input, body);
         let id = inner.enqueue(JobRef::new(job));
         State::Submitted { rx, id }
@@ -96,8 +105,14 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         let inner = this.pool.inner().clone();
+        let _span = this.span.enter();
         loop {
-            if let State::Inline { fut, counted } = &mut this.state {
+            if let State::Inline {
+                fut,
+                counted,
+                started,
+            } = &mut this.state
+            {
                 let polled = if *counted {
                     // Caller-runs: marked inside while polled; a panic is counted here (the
                     // caller may catch it and drop this future later).
@@ -106,6 +121,7 @@ where
                         Ok(polled) => polled,
                         Err(payload) => {
                             inner.counters.panicked.fetch_add(1, Relaxed);
+                            inner.telemetry.on_finished(*started, CallOutcome::Panicked);
                             this.state = State::Done;
                             resume_unwind(payload)
                         }
@@ -116,6 +132,9 @@ where
                 let output = std::task::ready!(polled);
                 if *counted {
                     inner.counters.completed.fetch_add(1, Relaxed);
+                    inner
+                        .telemetry
+                        .on_finished(*started, CallOutcome::Completed);
                 }
                 this.state = State::Done;
                 return Poll::Ready(Ok(output));
@@ -127,6 +146,7 @@ where
                         this.state = State::Inline {
                             fut: Box::pin(body(input)),
                             counted: false,
+                            started: None,
                         };
                         continue;
                     }
@@ -145,11 +165,16 @@ where
                         OnFull::CallerRuns => {
                             inner.counters.permitted.fetch_add(1, Relaxed);
                             inner.caller_runs.fetch_add(1, Relaxed);
+                            let started = inner.telemetry.on_permitted();
                             let fut = {
                                 let _inside = reentry::enter(inner.id());
                                 Box::pin(body(input))
                             };
-                            this.state = State::Inline { fut, counted: true };
+                            this.state = State::Inline {
+                                fut,
+                                counted: true,
+                                started,
+                            };
                         }
                         OnFull::Wait(wait) => {
                             let started = inner.clock.now();
@@ -180,6 +205,8 @@ where
                     }
                     if inner.try_admit() {
                         inner.room.deregister(ticket);
+                        let waited = inner.clock.now().saturating_duration_since(started);
+                        inner.telemetry.record_wait(waited);
                         this.state = this.submit(input, body);
                         continue;
                     }
@@ -249,8 +276,15 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
                 inner.cancel_queued(*id);
             }
             // Caller-runs given up part-way (a panic was counted where it happened).
-            State::Inline { counted: true, .. } => {
+            State::Inline {
+                counted: true,
+                started,
+                ..
+            } => {
                 inner.counters.cancelled.fetch_add(1, Relaxed);
+                inner
+                    .telemetry
+                    .on_finished(*started, CallOutcome::Cancelled);
             }
             _ => {}
         }

@@ -38,6 +38,8 @@ use std::thread::Thread;
 use std::sync::Arc;
 
 use crate::BulkheadError;
+use crate::context::CapturedContext;
+use crate::events::CallOutcome;
 use crate::sync::{AtomicBool, Mutex};
 
 /// What happened to a job the pool ran, for the counters.
@@ -49,6 +51,17 @@ pub(crate) enum Ran {
     Panicked,
     /// The caller had gone away before the body started, so it was not run.
     Cancelled,
+}
+
+impl Ran {
+    /// The same, as listeners see it.
+    pub(crate) fn outcome(self) -> CallOutcome {
+        match self {
+            Ran::Completed => CallOutcome::Completed,
+            Ran::Panicked => CallOutcome::Panicked,
+            Ran::Cancelled => CallOutcome::Cancelled,
+        }
+    }
 }
 
 /// What a caller gets back from its job.
@@ -138,7 +151,8 @@ struct SyncTask<I, F, R> {
     outcome: Mutex<Option<Outcome<I, R>>>,
     done: AtomicBool,
     caller: Thread,
-    span: tracing::Span,
+    /// The caller's span and propagated context, entered on the worker around the body.
+    context: CapturedContext,
 }
 
 impl<I, F, R> SyncTask<I, F, R> {
@@ -166,7 +180,7 @@ where
             return Ran::Cancelled;
         };
         let result = {
-            let _span = self.span.enter();
+            let _context = self.context.enter();
             catch_unwind(AssertUnwindSafe(move || body(input)))
         };
         match result {
@@ -255,7 +269,7 @@ where
         outcome: Mutex::new(None),
         done: AtomicBool::new(false),
         caller: std::thread::current(),
-        span: tracing::Span::current(),
+        context: CapturedContext::capture(),
     });
     // Safety fact 1: the guard exists before the pool can see the job.
     let waiter = WaitForDone(&*task);
@@ -296,7 +310,8 @@ pub(crate) struct AsyncTask<I, F, Out> {
     payload: Mutex<Option<AsyncPayload<I, F, Out>>>,
     /// The outcome between `run` and `deliver`.
     ran: Mutex<Option<Delivery<I, Out>>>,
-    span: tracing::Span,
+    /// The caller's span and propagated context, entered on the worker around the body.
+    context: CapturedContext,
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
 }
@@ -322,7 +337,7 @@ where
         let task: Arc<dyn Job> = Arc::new(AsyncTask::<I, F, Fut::Output> {
             payload: Mutex::new(Some((input, body, tx))),
             ran: Mutex::new(None),
-            span: tracing::Span::current(),
+            context: CapturedContext::capture(),
             #[cfg(feature = "tokio")]
             runtime: tokio::runtime::Handle::try_current().ok(),
         });
@@ -347,7 +362,7 @@ where
             return Ran::Cancelled;
         }
         let result = {
-            let _span = self.span.enter();
+            let _context = self.context.enter();
             #[cfg(feature = "tokio")]
             let _runtime = self.runtime.as_ref().map(|handle| handle.enter());
             catch_unwind(AssertUnwindSafe(move || {

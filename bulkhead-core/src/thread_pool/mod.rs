@@ -23,6 +23,7 @@ use crate::clock::{Clock, system_clock};
 use crate::reentry;
 use crate::snapshot::BulkheadSnapshot;
 use crate::sync::Arc;
+use crate::telemetry::Telemetry;
 use crate::{BulkheadName, Refused};
 
 /// A thread-pool bulkhead: a named pool of worker threads with a bounded queue.
@@ -199,6 +200,9 @@ impl ThreadPoolBulkhead {
         R: Send,
     {
         let inner = self.inner();
+        // The call's span; the job captures it as the current span and enters it on the worker.
+        let span = inner.telemetry.call_span();
+        let _span = span.enter();
         if reentry::is_inside(inner.id()) {
             inner.counters.reentrant.fetch_add(1, Relaxed);
             return Ok(body(input));
@@ -214,6 +218,7 @@ impl ThreadPoolBulkhead {
             }
         }
         inner.counters.permitted.fetch_add(1, Relaxed);
+        inner.telemetry.on_permitted();
         let outcome = job::call_blocking(input, body, |job| {
             inner.enqueue(job);
         });
@@ -305,6 +310,7 @@ impl ThreadPoolBulkhead {
     pub fn snapshot(&self) -> BulkheadSnapshot {
         let inner = self.inner();
         let g = inner.gauges();
+        let calls = inner.counters.counts();
         BulkheadSnapshot {
             name: inner.name.clone(),
             kind: Kind::ThreadPool,
@@ -316,8 +322,18 @@ impl ThreadPoolBulkhead {
             queue_capacity: Some(g.capacity),
             pool_size: Some(g.threads),
             largest_pool_size: Some(g.largest_pool_size),
-            calls: inner.counters.counts(),
+            calls,
+            wait_time: inner.telemetry.wait_time(calls.permitted),
+            queue_time: Some(inner.telemetry.queue_time()),
+            saturation: inner
+                .telemetry
+                .saturation(g.active, g.max, g.queued, g.capacity),
         }
+    }
+
+    /// Spans, histograms, saturation thresholds and events of this bulkhead.
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.inner().telemetry
     }
 }
 

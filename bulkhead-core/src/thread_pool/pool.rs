@@ -8,15 +8,17 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{OnFull, ThreadPoolConfig};
+use bulkhead_config::{Kind, OnFull, ThreadPoolConfig};
 
 use super::job::{Finished, JobRef, Outcome, Ran};
 use super::queue::{Entry, QueuePolicy, Taken, TaskQueue};
 use super::room::RoomWaiters;
 use crate::clock::Clock;
+use crate::events::CallOutcome;
 use crate::reentry::{self, BulkheadId};
 use crate::stats::Counters;
 use crate::sync::{Arc, AtomicBool, AtomicU8, AtomicU64, Mutex};
+use crate::telemetry::{Load, Telemetry};
 use crate::{BulkheadError, BulkheadName, Refused};
 
 const ON_FULL_ABORT: u8 = 0;
@@ -47,6 +49,8 @@ pub(crate) struct Inner {
     /// Calls run on their caller's thread by `on_full: caller-runs`.
     pub caller_runs: AtomicU64,
     pub room: RoomWaiters,
+    /// Spans, refusal warnings, wait- and queue-time histograms, events.
+    pub telemetry: Telemetry,
     state: Mutex<State>,
     thread_name_prefix: String,
 }
@@ -138,6 +142,7 @@ impl Inner {
             .clone()
             .unwrap_or_else(|| format!("{name}-"));
         let inner = Inner {
+            telemetry: Telemetry::new(name.clone(), Kind::ThreadPool, Arc::clone(&clock)),
             name,
             clock,
             counters: Counters::default(),
@@ -217,17 +222,20 @@ impl Inner {
         }
     }
 
-    /// Counts and logs a refusal, handing the error back.
+    /// Counts and reports a refusal (WARN event, listeners), handing the error back. Never
+    /// called with the state locked.
     #[cold]
     pub(crate) fn refuse(&self, error: BulkheadError) -> BulkheadError {
-        tracing::warn!(
-            bulkhead = %self.name,
-            kind = "thread-pool",
-            reason = error.reason(),
-            running_and_queued = self.admitted.load(Relaxed),
-            limit = self.limit.load(Relaxed),
-            "bulkhead refused a call"
-        );
+        if self.telemetry.refusals_observed() {
+            self.telemetry.on_refused(&error, || {
+                let g = self.gauges();
+                Load {
+                    active: g.active,
+                    queued: g.queued,
+                    limit: g.max,
+                }
+            });
+        }
         self.counters.refuse(error)
     }
 
@@ -284,6 +292,8 @@ impl Inner {
             }
             if self.try_admit() {
                 self.room.deregister(ticket);
+                let waited = self.clock.now().saturating_duration_since(started);
+                self.telemetry.record_wait(waited);
                 return Ok(());
             }
             let now = self.clock.now();
@@ -306,14 +316,17 @@ impl Inner {
     pub(crate) fn run_on_caller<I, R>(&self, input: I, body: impl FnOnce(I) -> R) -> R {
         self.counters.permitted.fetch_add(1, Relaxed);
         self.caller_runs.fetch_add(1, Relaxed);
+        let started = self.telemetry.on_permitted();
         let _inside = reentry::enter(self.id());
         match catch_unwind(AssertUnwindSafe(move || body(input))) {
             Ok(value) => {
                 self.counters.completed.fetch_add(1, Relaxed);
+                self.telemetry.on_finished(started, CallOutcome::Completed);
                 value
             }
             Err(payload) => {
                 self.counters.panicked.fetch_add(1, Relaxed);
+                self.telemetry.on_finished(started, CallOutcome::Panicked);
                 resume_unwind(payload)
             }
         }
@@ -339,6 +352,7 @@ impl Inner {
     fn fail_admitted(&self, job: JobRef, error: BulkheadError) {
         self.release();
         self.counters.cancelled.fetch_add(1, Relaxed);
+        self.telemetry.on_cancelled();
         job.fail(self.refuse(error));
         self.room.wake_one();
     }
@@ -386,6 +400,7 @@ impl Inner {
             Some(entry) => {
                 self.release();
                 self.counters.cancelled.fetch_add(1, Relaxed);
+                self.telemetry.on_cancelled();
                 drop(entry);
                 self.room.wake_one();
                 true
@@ -637,7 +652,13 @@ fn worker_main(inner: Arc<Inner>, worker: u64) {
                 st.active += 1;
                 drop(st);
                 after_unlock(&inner);
-                finished = Some(entry.job.run());
+                let telemetry = &inner.telemetry;
+                let queued = inner.clock.now().saturating_duration_since(entry.enqueued);
+                telemetry.record_queue_time(queued);
+                let started = telemetry.run_started();
+                let (ran, delivery) = entry.job.run();
+                telemetry.on_finished(started, ran.outcome());
+                finished = Some((ran, delivery));
                 continue;
             }
             Some(Taken::Stale(entry, waited)) => {
@@ -652,6 +673,7 @@ fn worker_main(inner: Arc<Inner>, worker: u64) {
                 claimed = true;
                 drop(st);
                 after_unlock(&inner);
+                inner.telemetry.record_queue_time(waited);
                 inner.fail_admitted(
                     entry.job,
                     BulkheadError::QueueTimeout {

@@ -1,0 +1,230 @@
+//! Events: what happens to each call, delivered to registered listeners.
+//!
+//! Every bulkhead of the process reports three things about a call: it was
+//! [permitted](EventKind::Permitted), [refused](EventKind::Refused) (with the
+//! [`BulkheadError`]), or, once admitted, [finished](EventKind::Finished) with how long it
+//! ran and how it ended. Listeners are process-wide and see every bulkhead; filter on
+//! [`Event::bulkhead`].
+//!
+//! # Cost
+//!
+//! Nothing is built when nobody listens: each call site first reads one relaxed atomic (the
+//! number of listeners) and does nothing else when it is 0 — no clock read, no event, no
+//! lock. With listeners, an event is a borrowed struct on the stack (no allocation) passed
+//! to each listener in turn, under a read lock; a finished event costs two clock reads
+//! (start and end). Listeners run on the thread of the call (a pool worker for a
+//! thread-pool body), inline: keep them short and never block in them.
+//!
+//! # Invariants
+//!
+//! * A call whose permit was taken while someone listened ends with one `Finished` event
+//!   (completed, panicked or cancelled); a call refused while someone listened gets one
+//!   `Refused` event. Re-entrant calls take no permit and report nothing.
+//! * A listener panicking is a bug in the listener: the panic reaches the call's thread.
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use std::sync::Arc;
+//! use bulkhead_config::SemaphoreConfig;
+//! use bulkhead_core::SemaphoreBulkhead;
+//! use bulkhead_core::events::{self, EventKind};
+//!
+//! let finished = Arc::new(AtomicU64::new(0));
+//! let seen = Arc::clone(&finished);
+//! let subscription = events::subscribe(move |event: &events::Event<'_>| {
+//!     if event.bulkhead == "inventory" && matches!(event.kind, EventKind::Finished { .. }) {
+//!         seen.fetch_add(1, Ordering::Relaxed);
+//!     }
+//! });
+//!
+//! let inventory = SemaphoreBulkhead::new("inventory", &SemaphoreConfig::default());
+//! inventory.call(|| ()).unwrap();
+//! assert_eq!(finished.load(Ordering::Relaxed), 1);
+//! drop(subscription); // stops listening
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use bulkhead_config::Kind;
+use parking_lot::RwLock;
+
+use crate::BulkheadError;
+
+/// One thing that happened to one call of one bulkhead.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Event<'a> {
+    /// The bulkhead's name.
+    pub bulkhead: &'a str,
+    /// The bulkhead's kind.
+    pub bulkhead_kind: Kind,
+    /// What happened.
+    pub kind: EventKind<'a>,
+}
+
+/// What happened to a call.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum EventKind<'a> {
+    /// The call was admitted: it holds a permit, or a pool slot (running or queued).
+    Permitted,
+    /// The call was refused; its body did not run. For a thread pool this includes a queued
+    /// task failed before it ran (`QueueTimeout`, `ShutDown`), which also finishes
+    /// `Cancelled`.
+    Refused {
+        /// Why.
+        error: &'a BulkheadError,
+    },
+    /// An admitted call is over.
+    Finished {
+        /// How it ended.
+        outcome: CallOutcome,
+        /// How long it held its permit (semaphore) or ran on its worker (thread pool),
+        /// by the bulkhead's clock; zero for a call cancelled before it ran.
+        duration: Duration,
+    },
+}
+
+/// How an admitted call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallOutcome {
+    /// The body returned.
+    Completed,
+    /// The body panicked (the panic went on to the caller).
+    Panicked,
+    /// The call was given up before or while running (a dropped future, a task failed from
+    /// the queue).
+    Cancelled,
+}
+
+impl CallOutcome {
+    /// `completed`, `panicked` or `cancelled`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Completed => "completed",
+            CallOutcome::Panicked => "panicked",
+            CallOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Receives the events of every bulkhead of the process. Implemented for closures
+/// `Fn(&Event<'_>) + Send + Sync`.
+pub trait Listener: Send + Sync + 'static {
+    /// Called inline on the call's thread for every event; must not block.
+    fn on_event(&self, event: &Event<'_>);
+}
+
+impl<F> Listener for F
+where
+    F: Fn(&Event<'_>) + Send + Sync + 'static,
+{
+    fn on_event(&self, event: &Event<'_>) {
+        self(event)
+    }
+}
+
+/// Listening until dropped (or forever, after [`detach`](Self::detach)).
+#[must_use = "the listener is removed as soon as the subscription is dropped"]
+pub struct Subscription {
+    id: Option<u64>,
+}
+
+impl Subscription {
+    /// Keeps the listener registered for the life of the process.
+    pub fn detach(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let mut listeners = LISTENERS.write();
+            listeners.entries.retain(|(entry, _)| *entry != id);
+            LISTENING.store(listeners.entries.len(), Relaxed);
+        }
+    }
+}
+
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscription")
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+struct Listeners {
+    next_id: u64,
+    entries: Vec<(u64, Arc<dyn Listener>)>,
+}
+
+static LISTENERS: RwLock<Listeners> = RwLock::new(Listeners {
+    next_id: 0,
+    entries: Vec::new(),
+});
+
+/// The number of registered listeners; read on every call.
+static LISTENING: AtomicUsize = AtomicUsize::new(0);
+
+/// Registers `listener` for the events of every bulkhead; it is removed when the returned
+/// [`Subscription`] drops.
+pub fn subscribe(listener: impl Listener) -> Subscription {
+    let mut listeners = LISTENERS.write();
+    let id = listeners.next_id;
+    listeners.next_id += 1;
+    listeners.entries.push((id, Arc::new(listener)));
+    LISTENING.store(listeners.entries.len(), Relaxed);
+    Subscription { id: Some(id) }
+}
+
+/// True when at least one listener is registered. One relaxed load: what every call site
+/// checks before building anything.
+#[inline]
+pub fn is_listening() -> bool {
+    LISTENING.load(Relaxed) != 0
+}
+
+/// Delivers `event` to every listener. Call only after [`is_listening`].
+#[cold]
+pub(crate) fn emit(event: &Event<'_>) {
+    // Recursive: a listener may itself call a bulkhead, even while a subscriber waits.
+    let listeners = LISTENERS.read_recursive();
+    for (_, listener) in &listeners.entries {
+        listener.on_event(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn a_subscription_listens_until_dropped() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        let subscription = subscribe(move |e: &Event<'_>| {
+            if e.bulkhead == "events-unit" {
+                sink.lock()
+                    .unwrap()
+                    .push(matches!(e.kind, EventKind::Permitted));
+            }
+        });
+        assert!(is_listening());
+        let event = Event {
+            bulkhead: "events-unit",
+            bulkhead_kind: Kind::Semaphore,
+            kind: EventKind::Permitted,
+        };
+        emit(&event);
+        drop(subscription);
+        emit(&event);
+        assert_eq!(*seen.lock().unwrap(), [true]);
+    }
+}

@@ -1,0 +1,363 @@
+//! What each bulkhead reports about its calls: tracing spans and refusal warnings, wait-
+//! and queue-time histograms, saturation, and [events](crate::events) for listeners.
+//!
+//! Every bulkhead owns one [`Telemetry`]; its call sites invoke a handful of hooks:
+//!
+//! | hook | when | costs when nobody listens and tracing is off |
+//! |---|---|---|
+//! | [`Telemetry::call_span`] | a pool call starts | one relaxed load (tracing's max level), or two (the callsite's interest) |
+//! | [`Telemetry::call_scope`] | an async semaphore call is admitted | two relaxed loads; `None`, no allocation |
+//! | [`Telemetry::begin_sync_call`] / [`Telemetry::end_sync_call`] | a sync permit is taken / returned | two relaxed loads / one thread-local read |
+//! | [`Telemetry::on_permitted`] | a call is admitted | one relaxed load |
+//! | [`Telemetry::on_finished`] | an admitted call is over | a branch on `None` |
+//! | [`Telemetry::refusals_observed`] | a call is refused | two relaxed loads; [`Telemetry::on_refused`] (`#[cold]`) only if true |
+//! | [`Telemetry::record_wait`] | an admitted call *had to wait* (slow path only) | two relaxed `fetch_add` |
+//! | [`Telemetry::record_queue_time`] | a worker takes a queued task | two relaxed `fetch_add` |
+//!
+//! Nothing here allocates or locks on a call path: histograms are arrays of atomics, events
+//! are borrowed structs built only when [`events::is_listening`], and a disabled span is
+//! `Span::none()`.
+//!
+//! # Tracing
+//!
+//! Target `bulkhead` (filter with `RUST_LOG=bulkhead=warn` to keep refusals and drop spans):
+//!
+//! * an `INFO` span named `bulkhead` per call, with fields `bulkhead` (the name) and `kind`
+//!   (`semaphore` / `thread-pool`). Its parent is the caller's current span. For a thread
+//!   pool it is created on the caller and entered on the worker, so the caller's trace
+//!   continues across the hop ([`crate::context`]).
+//! * a `WARN` event per refusal: `bulkhead`, `kind`, `reason` (as
+//!   [`BulkheadError::reason`]), `active`, `queued`, `limit`, and the error's message.
+//!
+//! # Invariants
+//!
+//! * The wait-time histogram counts every admitted call once: calls that waited are
+//!   recorded with their wait, the others are counted in the lowest bucket when a snapshot is
+//!   taken (`admitted - recorded`), so the fast path records nothing.
+//! * The queue-time histogram counts every task a worker took from the queue (to run it or
+//!   to fail it as stale), with its time in the queue.
+//! * Saturation is computed when a snapshot is taken, from the thresholds last set
+//!   ([`Telemetry::set_saturation`]); it never influences admission.
+
+mod histogram;
+mod saturation;
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use bulkhead_config::{Kind, SaturationThresholds};
+use parking_lot::Mutex;
+
+pub use histogram::{BUCKETS, HistogramSnapshot};
+pub use saturation::SaturationLevel;
+
+use crate::clock::Clock;
+use crate::events::{self, CallOutcome, Event, EventKind};
+use crate::sync::Arc;
+use crate::{BulkheadError, BulkheadName};
+
+use histogram::Histogram;
+
+/// The tracing target of every span and event of this crate.
+pub const TARGET: &str = "bulkhead";
+
+/// Whether any subscriber might record an `INFO` span: the compile-time and the global
+/// maximum level (one relaxed load). The callsite's own interest is checked after it.
+#[inline]
+fn spans_may_be_enabled() -> bool {
+    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+    STATIC_MAX_LEVEL >= LevelFilter::INFO && LevelFilter::current() >= LevelFilter::INFO
+}
+
+/// A bulkhead's load when it refused a call, for the refusal warning.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Load {
+    /// Calls running (permits held, tasks on workers).
+    pub active: u32,
+    /// Tasks in a pool's queue (callers waiting, for a semaphore).
+    pub queued: u32,
+    /// The concurrency limit.
+    pub limit: u32,
+}
+
+/// What an admitted semaphore call carries while someone is interested in it: its span
+/// (tracing records `bulkhead` spans) and its start (event listeners exist). Boxed, and
+/// built only then, so a permit stays small and the uninterested path builds nothing.
+pub(crate) struct CallScope {
+    /// The call's span.
+    pub span: tracing::Span,
+    /// When the call was admitted, if listeners existed then.
+    pub started: Option<Instant>,
+}
+
+thread_local! {
+    /// Scopes of the synchronous permits held on this thread, by bulkhead id, innermost
+    /// last: a sync permit keeps no scope of its own (no drop glue on its fast path).
+    static SYNC_SCOPES: RefCell<Vec<(usize, Box<CallScope>)>> = const { RefCell::new(Vec::new()) };
+    /// `SYNC_SCOPES.len()`, read by every sync permit's release.
+    static OPEN_SYNC_SCOPES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The telemetry of one bulkhead. See the [module docs](self).
+pub(crate) struct Telemetry {
+    name: BulkheadName,
+    kind: Kind,
+    clock: Arc<dyn Clock>,
+    /// Waits of admitted calls that had to wait (for a permit, or for room in the pool).
+    wait: Histogram,
+    /// Time tasks spent in a pool's queue before a worker took them.
+    queue: Histogram,
+    /// Read only when a snapshot is taken.
+    thresholds: Mutex<SaturationThresholds>,
+}
+
+impl Telemetry {
+    pub(crate) fn new(name: BulkheadName, kind: Kind, clock: Arc<dyn Clock>) -> Self {
+        Telemetry {
+            name,
+            kind,
+            clock,
+            wait: Histogram::default(),
+            queue: Histogram::default(),
+            thresholds: Mutex::new(SaturationThresholds::default()),
+        }
+    }
+
+    /// The span of one call: a child of the current span; `Span::none()` when tracing is
+    /// off for target `bulkhead` at `INFO`.
+    #[inline]
+    pub(crate) fn call_span(&self) -> tracing::Span {
+        tracing::info_span!(
+            target: TARGET,
+            "bulkhead",
+            bulkhead = self.name.as_str(),
+            kind = self.kind.as_str()
+        )
+    }
+
+    /// The scope of a semaphore call given a permit (`admitted`, reported as permitted) or
+    /// running inline (re-entrant): `None`, allocating nothing, unless tracing wants its
+    /// span or someone listens to events.
+    #[inline]
+    pub(crate) fn call_scope(&self, admitted: bool) -> Option<Box<CallScope>> {
+        let listening = admitted && events::is_listening();
+        if !listening && !spans_may_be_enabled() {
+            return None;
+        }
+        self.call_scope_slow(listening)
+    }
+
+    #[cold]
+    fn call_scope_slow(&self, listening: bool) -> Option<Box<CallScope>> {
+        let span = self.call_span();
+        if span.is_disabled() && !listening {
+            return None;
+        }
+        let started = if listening {
+            self.permitted_slow()
+        } else {
+            None
+        };
+        Some(Box::new(CallScope { span, started }))
+    }
+
+    /// A synchronous permit of bulkhead `id` was taken on this thread: if tracing wants
+    /// its span or someone listens, its scope is opened (span entered) until
+    /// [`end_sync_call`](Self::end_sync_call). Two relaxed loads otherwise.
+    #[inline]
+    pub(crate) fn begin_sync_call(&self, id: usize) {
+        let listening = events::is_listening();
+        if listening || spans_may_be_enabled() {
+            self.begin_sync_slow(id, listening);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn begin_sync_slow(&self, id: usize, listening: bool) {
+        if let Some(scope) = self.call_scope_slow(listening) {
+            scope
+                .span
+                .with_subscriber(|(span, dispatch)| dispatch.enter(span));
+            SYNC_SCOPES.with(|scopes| scopes.borrow_mut().push((id, scope)));
+            OPEN_SYNC_SCOPES.with(|open| open.set(open.get() + 1));
+        }
+    }
+
+    /// The synchronous permit of bulkhead `id` taken on this thread is being returned:
+    /// closes its scope, if one was opened (one thread-local read otherwise).
+    #[inline]
+    pub(crate) fn end_sync_call(&self, id: usize) {
+        if OPEN_SYNC_SCOPES.with(Cell::get) != 0 {
+            self.end_sync_slow(id);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn end_sync_slow(&self, id: usize) {
+        let scope = SYNC_SCOPES.with(|scopes| {
+            let mut scopes = scopes.borrow_mut();
+            let at = scopes.iter().rposition(|(open, _)| *open == id)?;
+            Some(scopes.remove(at).1)
+        });
+        if let Some(scope) = scope {
+            OPEN_SYNC_SCOPES.with(|open| open.set(open.get() - 1));
+            scope
+                .span
+                .with_subscriber(|(span, dispatch)| dispatch.exit(span));
+            let outcome = if std::thread::panicking() {
+                CallOutcome::Panicked
+            } else {
+                CallOutcome::Completed
+            };
+            self.on_finished(scope.started, outcome);
+        }
+    }
+
+    /// An admitted call: tells the listeners, and returns its start when someone listens
+    /// (to be passed to [`on_finished`](Self::on_finished)).
+    #[inline]
+    pub(crate) fn on_permitted(&self) -> Option<Instant> {
+        if !events::is_listening() {
+            return None;
+        }
+        self.permitted_slow()
+    }
+
+    #[cold]
+    fn permitted_slow(&self) -> Option<Instant> {
+        self.emit(EventKind::Permitted);
+        Some(self.clock.now())
+    }
+
+    /// The start of a body's run on a worker, when someone listens.
+    #[inline]
+    pub(crate) fn run_started(&self) -> Option<Instant> {
+        if !events::is_listening() {
+            return None;
+        }
+        Some(self.clock.now())
+    }
+
+    /// An admitted call is over. `started` is what [`on_permitted`](Self::on_permitted) or
+    /// [`run_started`](Self::run_started) returned: `None` means nobody listened then.
+    #[inline]
+    pub(crate) fn on_finished(&self, started: Option<Instant>, outcome: CallOutcome) {
+        if let Some(started) = started {
+            self.finished_slow(started, outcome);
+        }
+    }
+
+    #[cold]
+    fn finished_slow(&self, started: Instant, outcome: CallOutcome) {
+        if events::is_listening() {
+            let duration = self.clock.now().saturating_duration_since(started);
+            self.emit(EventKind::Finished { outcome, duration });
+        }
+    }
+
+    /// An admitted call given up before it ran (a task failed or removed from the queue).
+    #[inline]
+    pub(crate) fn on_cancelled(&self) {
+        if events::is_listening() {
+            self.emit(EventKind::Finished {
+                outcome: CallOutcome::Cancelled,
+                duration: Duration::ZERO,
+            });
+        }
+    }
+
+    /// Whether a refusal would be reported at all: a subscriber may record `WARN` events,
+    /// or someone listens to events. Two relaxed loads; call sites skip
+    /// [`on_refused`](Self::on_refused) (and building its load) when false.
+    #[inline]
+    pub(crate) fn refusals_observed(&self) -> bool {
+        use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+        (STATIC_MAX_LEVEL >= LevelFilter::WARN && LevelFilter::current() >= LevelFilter::WARN)
+            || events::is_listening()
+    }
+
+    /// A refusal: the `WARN` event (with `load()`, read only when the event is enabled) and
+    /// the listeners. Allocates nothing itself.
+    #[cold]
+    pub(crate) fn on_refused(&self, error: &BulkheadError, load: impl FnOnce() -> Load) {
+        if tracing::enabled!(target: TARGET, tracing::Level::WARN) {
+            let Load {
+                active,
+                queued,
+                limit,
+            } = load();
+            tracing::warn!(
+                target: TARGET,
+                bulkhead = self.name.as_str(),
+                kind = self.kind.as_str(),
+                reason = error.reason(),
+                active,
+                queued,
+                limit,
+                "{error}"
+            );
+        }
+        if events::is_listening() {
+            self.emit(EventKind::Refused { error });
+        }
+    }
+
+    fn emit(&self, kind: EventKind<'_>) {
+        events::emit(&Event {
+            bulkhead: self.name.as_str(),
+            bulkhead_kind: self.kind,
+            kind,
+        });
+    }
+
+    /// An admitted call waited `waited` for its permit or for room (slow path only).
+    #[inline]
+    pub(crate) fn record_wait(&self, waited: Duration) {
+        self.wait.record(waited);
+    }
+
+    /// A worker took a task that had been queued for `queued`.
+    #[inline]
+    pub(crate) fn record_queue_time(&self, queued: Duration) {
+        self.queue.record(queued);
+    }
+
+    /// The wait-time distribution of `admitted` calls (those that never waited count as 0).
+    pub(crate) fn wait_time(&self, admitted: u64) -> HistogramSnapshot {
+        self.wait.snapshot_with_implicit_zeros(admitted)
+    }
+
+    /// The queue-time distribution.
+    pub(crate) fn queue_time(&self) -> HistogramSnapshot {
+        self.queue.snapshot()
+    }
+
+    /// Sets the thresholds used by later snapshots.
+    pub(crate) fn set_saturation(&self, thresholds: SaturationThresholds) {
+        *self.thresholds.lock() = thresholds;
+    }
+
+    /// The saturation of a bulkhead with this load.
+    pub(crate) fn saturation(
+        &self,
+        active: u32,
+        limit: u32,
+        queued: u32,
+        queue_capacity: u32,
+    ) -> SaturationLevel {
+        let thresholds = *self.thresholds.lock();
+        SaturationLevel::assess(&thresholds, active, limit, queued, queue_capacity)
+    }
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("bulkhead", &self.name)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
