@@ -105,7 +105,7 @@ fn main() {
     pool_throughput(&settings, &mut rows);
     async_semaphore(&settings, &mut rows);
     memory(&mut rows);
-    listeners(&mut rows);
+    listeners(&settings, &mut rows);
 
     let java = if settings.java {
         eprintln!("java peers (benches/java/Compare.java):");
@@ -767,16 +767,49 @@ fn memory(rows: &mut Vec<Row>) {
 // ---------------------------------------------------------------------------------------
 // Issue 5: events are built only when someone listens
 
-fn listeners(rows: &mut Vec<Row>) {
-    // PLACEHOLDER (issue 5): bulkhead-core has no events/listener API yet. When it lands,
-    // measure `SemaphoreBulkhead::call` with no listener against the same call with one
-    // registered listener here, and show that the no-listener call costs the same as
-    // row 1's core call (nothing is built when nobody listens).
+fn listeners(settings: &Settings, rows: &mut Vec<Row>) {
+    use bulkhead_core::events::{self, Event};
+    const NO_LISTENER: &str = "SemaphoreBulkhead::call, no listener";
+    const ONE_LISTENER: &str = "SemaphoreBulkhead::call, one listener";
+    let ours = SemaphoreBulkhead::new("bench-listeners", &semaphore_config(25));
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut x = 0u64;
+    let mut y = 0u64;
+    let results = measure(
+        settings.fast,
+        vec![
+            each(NO_LISTENER, || {
+                x += 1;
+                black_box(ours.call(|| black_box(x)).ok());
+            }),
+            // Subscribed for each sample only, outside the timed loop, so the other
+            // contender's samples run with nobody listening.
+            timed(ONE_LISTENER, |n| {
+                let seen = std::sync::Arc::clone(&seen);
+                let subscription = events::subscribe(move |event: &Event<'_>| {
+                    black_box(event);
+                    seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                });
+                let start = Instant::now();
+                for _ in 0..n {
+                    y += 1;
+                    black_box(ours.call(|| black_box(y)).ok());
+                }
+                let elapsed = start.elapsed();
+                drop(subscription);
+                elapsed
+            }),
+        ],
+    );
+    report(
+        "issue 5. events: nothing is built when nobody listens",
+        &results,
+    );
     rows.push(Row {
         workload: "issue 5: call without vs with a listener".into(),
-        ours: Cell::missing("no listener", "n/a (no events API in core yet)"),
-        peer: Cell::missing("one listener", "n/a (no events API in core yet)"),
-        target: "no-listener = row 1".into(),
+        ours: Cell::of(find(&results, NO_LISTENER)),
+        peer: Cell::of(find(&results, ONE_LISTENER)),
+        target: "no-listener = row 1 core call".into(),
     });
 }
 
