@@ -156,7 +156,6 @@ fn semaphore_async_body_panic_caught_around_poll_is_counted_panicked_not_cancell
 }
 
 #[test]
-#[ignore = "bug found by this test, fix pending: RunAsync counts a body panic caught around poll as cancelled"]
 fn semaphore_run_async_body_panic_caught_around_poll_is_counted_panicked_not_cancelled() {
     for at in [PanicAt::FirstPoll, PanicAt::AfterAwait] {
         let bulkhead = SemaphoreBulkhead::new("caught-run", &semaphore(1, 0));
@@ -260,7 +259,6 @@ fn semaphore_waiters_time_out_once_when_the_clock_jumps_years_ahead() {
 }
 
 #[test]
-#[ignore = "bug found by this test, fix pending: shutdown(Duration::MAX) overflows `now + timeout`"]
 fn semaphore_shutdown_with_an_unbounded_timeout_does_not_overflow() {
     let bulkhead = SemaphoreBulkhead::new("forever", &semaphore(2, 0));
     let report = bulkhead.shutdown(Duration::MAX);

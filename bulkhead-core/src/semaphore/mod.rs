@@ -413,7 +413,8 @@ impl SemaphoreBulkhead {
     /// running when `timeout` passes are reported, and release their permits normally.
     pub fn shutdown(&self, timeout: Duration) -> SemaphoreShutdown {
         let shared = &*self.shared;
-        let deadline = shared.clock.now() + timeout;
+        // `None`: a timeout too long for an `Instant` (`Duration::MAX`) waits for good.
+        let deadline = shared.clock.now().checked_add(timeout);
         let mut refused = Vec::new();
         {
             let mut waiters = shared.waiters.lock();
@@ -431,10 +432,13 @@ impl SemaphoreBulkhead {
         }
         let still_running = loop {
             let running = shared.running();
-            if running == 0 || shared.clock.now() >= deadline {
+            if running == 0 || deadline.is_some_and(|d| shared.clock.now() >= d) {
                 break running;
             }
-            shared.clock.park_until(deadline);
+            match deadline {
+                Some(deadline) => shared.clock.park_until(deadline),
+                None => std::thread::park(),
+            }
         };
         shared.waiters.lock().drain = None;
         SemaphoreShutdown {

@@ -8,6 +8,7 @@
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
@@ -196,9 +197,19 @@ impl<F: Future> Future for RunAsync<'_, F> {
             panic!("`RunAsync` polled after it completed");
         };
         let _inside = reentry::enter(permit.raw.id());
-        let output = {
+        let polled = {
             let _span = permit.raw.scope.as_ref().map(|scope| scope.span.enter());
-            std::task::ready!(this.body.poll(cx))
+            let mut body = this.body;
+            catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(cx)))
+        };
+        let output = match polled {
+            Ok(polled) => std::task::ready!(polled),
+            // Give the permit back while the panic unwinds, so the call counts as
+            // `panicked` even when the caller catches the panic and drops this later.
+            Err(payload) => {
+                let _permit = this.permit.take();
+                resume_unwind(payload)
+            }
         };
         // The body finished: return the permit now, counted completed.
         *this.permit = None;
