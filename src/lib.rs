@@ -51,6 +51,7 @@
 //! time, the first call builds the process-wide registry from the embedded config: nothing
 //! to set up.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 #[cfg(feature = "axum")]
 pub mod axum;

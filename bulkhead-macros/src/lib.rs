@@ -4,6 +4,7 @@
 //! This crate only checks and rewrites functions; the code it generates names
 //! `::bulkhead::__private::…`, so it works only with the `bulkhead` facade as a dependency.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod analysis;
 mod args;
