@@ -549,7 +549,6 @@ fn registry_reload_under_load_keeps_both_kinds_within_limits_and_accounts_every_
 }
 
 #[test]
-#[ignore = "bug: excess threads keep taking queued work after a shrink"]
 fn registry_reload_under_load_never_runs_new_work_above_the_new_max_threads() {
     for round in 0..20 {
         let registry = Registry::new();
@@ -576,11 +575,10 @@ fn process_wide_registry_reload_under_load_keeps_limits_and_accounts_every_call(
 /// A pool shrunk from two threads to one while both run: work admitted after the shrink
 /// must wait for the one thread the pool may now have, not run on the retiring one.
 ///
-/// Fails today: `worker_main` (thread_pool/pool.rs) takes the next queued task before it
-/// checks `threads > max`, so a thread above a shrunk `max_threads` retires only once the
-/// queue is empty; under sustained load it never does and running stays above the limit.
+/// Pins a fixed bug: `worker_main` (thread_pool/pool.rs) used to take the next queued task
+/// before checking `threads > max`, so a thread above a shrunk `max_threads` retired only
+/// once the queue was empty; under sustained load it never did.
 #[test]
-#[ignore = "bug: excess threads keep taking queued work after a shrink (see doc comment)"]
 fn after_a_shrink_new_work_never_runs_on_a_retiring_thread() {
     let pool = ThreadPoolBulkhead::new("shrink-new-work", &tp(1, 2, 4));
     let (old_gate, new_gate) = (Gate::default(), Gate::default());

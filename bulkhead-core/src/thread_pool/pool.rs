@@ -370,7 +370,13 @@ impl Inner {
         let id = st.next_job_id;
         st.next_job_id += 1;
         st.queue.push(Entry { job, id, enqueued });
-        if let Some((_, worker)) = st.idle.pop() {
+        // A surplus worker (above a shrunk `max_threads`) is never claimed: it is retiring.
+        let idle = if st.threads <= st.max {
+            st.idle.pop()
+        } else {
+            None
+        };
+        if let Some((_, worker)) = idle {
             st.pending += 1;
             drop(st);
             worker.unpark();
@@ -631,6 +637,36 @@ fn worker_main(inner: Arc<Inner>, worker: u64) {
         if claimed {
             st.pending = st.pending.saturating_sub(1);
             claimed = false;
+        }
+        if st.threads > st.max {
+            // Surplus after a shrink: retire before taking new work (the task just
+            // finished, if any, has been counted above). A queued task this worker had
+            // been claimed for is passed on to an idle worker, or stays queued for the
+            // workers that remain (at least `max_threads` of them).
+            if registered {
+                st.remove_idle(worker);
+            }
+            st.threads -= 1;
+            let pass_on = if st.unassigned() > 0 {
+                st.idle.pop().map(|(_, thread)| {
+                    st.pending += 1;
+                    thread
+                })
+            } else {
+                None
+            };
+            let waiter = (st.threads == 0)
+                .then(|| st.shutdown_waiter.clone())
+                .flatten();
+            drop(st);
+            after_unlock(&inner);
+            if let Some(thread) = pass_on {
+                thread.unpark();
+            }
+            if let Some(waiter) = waiter {
+                waiter.unpark();
+            }
+            return;
         }
         let taken = if st.queue.len() > 0 {
             let now = if st.policy.needs_time() {
