@@ -76,6 +76,9 @@ struct State {
     idle: Vec<(u64, Thread)>,
     next_worker: u64,
     handles: Vec<JoinHandle<()>>,
+    /// Workers reserved whose `spawn` has not returned yet: their join handles are not in
+    /// `handles` yet, so shutdown waits for this to reach 0 before it takes them.
+    spawning: u32,
     shutting_down: bool,
     shutdown_waiter: Option<Thread>,
     /// Tasks finished since shutdown began.
@@ -92,6 +95,7 @@ impl State {
     /// Counts a new worker (spawned outside the lock) as alive and claimed.
     fn reserve_thread(&mut self) -> u64 {
         self.threads += 1;
+        self.spawning += 1;
         self.pending += 1;
         self.largest_pool_size = self.largest_pool_size.max(self.threads);
         self.next_worker += 1;
@@ -169,6 +173,7 @@ impl Inner {
                 idle: Vec::new(),
                 next_worker: 0,
                 handles: Vec::new(),
+                spawning: 0,
                 shutting_down: false,
                 shutdown_waiter: None,
                 drained: 0,
@@ -431,16 +436,27 @@ impl Inner {
         };
         match spawned {
             Ok(handle) => {
-                let mut st = self.state.lock();
-                st.handles.retain(|h| !h.is_finished());
-                st.handles.push(handle);
+                #[cfg(all(test, not(loom)))]
+                pool_tests::after_spawn(self);
+                let waiter = {
+                    let mut st = self.state.lock();
+                    st.handles.retain(|h| !h.is_finished());
+                    st.handles.push(handle);
+                    st.spawning -= 1;
+                    st.shutdown_waiter.clone()
+                };
+                // A shutdown waiting for this handle re-checks (a spurious wake otherwise).
+                if let Some(waiter) = waiter {
+                    waiter.unpark();
+                }
             }
             Err(error) => {
                 tracing::warn!(bulkhead = %self.name, %error, "could not start a worker thread");
                 let mut failed = Vec::new();
-                {
+                let waiter = {
                     let mut st = self.state.lock();
                     st.threads -= 1;
+                    st.spawning -= 1;
                     st.pending = st.pending.saturating_sub(1);
                     // Tasks left without a worker, or beyond capacity, are refused.
                     while (st.threads == 0 && st.queue.len() > 0) || st.unassigned() > st.capacity {
@@ -449,6 +465,10 @@ impl Inner {
                             None => break,
                         }
                     }
+                    st.shutdown_waiter.clone()
+                };
+                if let Some(waiter) = waiter {
+                    waiter.unpark();
                 }
                 for entry in failed {
                     self.fail_admitted(entry.job, self.full());
@@ -520,7 +540,7 @@ impl Inner {
         loop {
             {
                 let mut st = self.state.lock();
-                if st.threads == 0 {
+                if st.threads == 0 && st.spawning == 0 {
                     break;
                 }
                 st.shutdown_waiter = Some(std::thread::current());
@@ -541,7 +561,7 @@ impl Inner {
                 st.active,
                 st.drained,
                 std::mem::take(&mut st.handles),
-                st.threads == 0,
+                st.threads == 0 && st.spawning == 0,
             )
         };
         let failed_queued = remaining.len() as u64;
@@ -771,3 +791,7 @@ impl Drop for Inner {
 #[cfg(all(test, loom))]
 #[path = "loom_tests.rs"]
 mod loom_tests;
+
+#[cfg(all(test, not(loom)))]
+#[path = "pool_tests.rs"]
+mod pool_tests;
