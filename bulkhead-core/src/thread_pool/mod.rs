@@ -76,8 +76,10 @@ use crate::{BulkheadName, Refused};
 /// * running ≤ `max_threads` (after a shrink, excess threads retire when their task ends);
 /// * running + queued ≤ `max_threads + queue_capacity` (after a shrink, new work is refused
 ///   until the pool is back under the new limit);
-/// * every admitted call runs exactly once or is failed exactly once (with `QueueTimeout`
-///   or `ShutDown`, its input handed back), never both, never neither;
+/// * every admitted call runs exactly once or is failed exactly once, its input handed
+///   back, never both, never neither. It is failed with `QueueTimeout` (overload control),
+///   `ShutDown`, or `Full` in two rare cases: its admission raced a shrink and the queue is
+///   over the new capacity, or no worker thread could be started for it;
 /// * at rest, `permitted == completed + panicked + cancelled`, where `cancelled` counts
 ///   admitted calls that never ran: dropped async callers, and tasks failed from the queue
 ///   (which are also counted under their refusal reason).
@@ -177,7 +179,8 @@ impl ThreadPoolBulkhead {
     ///
     /// Because the caller blocks, `input` and `body` may borrow the caller's data. A panic
     /// in the body is resumed on the caller (the worker survives). If the call is refused,
-    /// or admitted but failed before it ran (`QueueTimeout`, `ShutDown`), `input` comes back
+    /// or admitted but failed before it ran (`QueueTimeout`, `ShutDown`, or `Full` when its
+    /// admission raced a shrink or no worker could be started), `input` comes back
     /// in the [`Refused`], untouched, so a fallback can use it. A call made from inside this
     /// bulkhead (from one of its workers) runs inline on the current thread.
     ///
