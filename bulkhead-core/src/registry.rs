@@ -54,9 +54,10 @@ impl Bulkhead {
                 SemaphoreBulkhead::with_clock(name, limits, clock)
                     .with_rate_limit(config.rate_limit.as_ref()),
             ),
-            Limits::ThreadPool(limits) => {
-                Bulkhead::ThreadPool(ThreadPoolBulkhead::with_clock(name, limits, clock))
-            }
+            Limits::ThreadPool(limits) => Bulkhead::ThreadPool(
+                ThreadPoolBulkhead::with_clock(name, limits, clock)
+                    .with_rate_limit(config.rate_limit.as_ref()),
+            ),
         };
         bulkhead.telemetry().set_saturation(config.saturation);
         bulkhead
@@ -117,7 +118,10 @@ impl Bulkhead {
                 b.resize(limits);
                 b.set_rate_limit(config.rate_limit.as_ref());
             }
-            (Bulkhead::ThreadPool(b), Limits::ThreadPool(limits)) => b.resize(limits),
+            (Bulkhead::ThreadPool(b), Limits::ThreadPool(limits)) => {
+                b.resize(limits);
+                b.set_rate_limit(config.rate_limit.as_ref());
+            }
             // Kinds are checked before anything is applied (invariant 2).
             _ => {}
         }

@@ -15,6 +15,7 @@ use super::job::{AsyncReceiver, AsyncTask, JobRef};
 use super::pool::deadline;
 use crate::clock::Sleep;
 use crate::events::CallOutcome;
+use crate::rate_limit::RateAdmission;
 use crate::{BulkheadError, Refused, reentry};
 
 /// The future of an async call to a [`ThreadPoolBulkhead`]: resolves to the body's output,
@@ -34,6 +35,10 @@ pub struct CallAsync<I, F, Fut: Future> {
 
 enum State<I, F, Fut: Future> {
     Start(I, F),
+    /// A rate-limit permission of a coming period is reserved: waiting for it to start.
+    RateWait(I, F, Sleep),
+    /// Past the rate limit: admission to the pool.
+    Admit(I, F),
     /// `on_full: { wait }`: waiting for room.
     Waiting {
         input: I,
@@ -150,6 +155,39 @@ where
                         };
                         continue;
                     }
+                    if inner.is_shut_down() {
+                        return this.refused(input, inner.shut_down_error());
+                    }
+                    // The rate limit before the queue.
+                    if inner.rate.is_enabled() {
+                        match inner.rate.reserve(inner.rate.timeout()) {
+                            RateAdmission::Admitted => {}
+                            RateAdmission::WaitUntil(at) => {
+                                let sleep = inner.rate.clock().sleep_until(at);
+                                this.state = State::RateWait(input, body, sleep);
+                                continue;
+                            }
+                            RateAdmission::Refused { retry_after } => {
+                                return this.refused(
+                                    input,
+                                    BulkheadError::RateLimited {
+                                        name: inner.name.clone(),
+                                        retry_after,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                    this.state = State::Admit(input, body);
+                }
+                State::RateWait(input, body, mut sleep) => {
+                    if sleep.as_mut().poll(cx).is_pending() {
+                        this.state = State::RateWait(input, body, sleep);
+                        return Poll::Pending;
+                    }
+                    this.state = State::Admit(input, body);
+                }
+                State::Admit(input, body) => {
                     if inner.is_shut_down() {
                         return this.refused(input, inner.shut_down_error());
                     }
@@ -294,7 +332,8 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
 impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
-            State::Start(..) => "start",
+            State::Start(..) | State::Admit(..) => "start",
+            State::RateWait(..) => "waiting for the rate limit",
             State::Waiting { .. } => "waiting for room",
             State::Submitted { .. } => "submitted",
             State::Inline { .. } => "running inline",

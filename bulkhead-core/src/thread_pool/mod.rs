@@ -14,12 +14,13 @@ use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use bulkhead_config::{Kind, ThreadPoolConfig};
+use bulkhead_config::{Kind, RateLimitConfig, ThreadPoolConfig};
 
 pub use call_async::CallAsync;
 use pool::{Admit, Inner};
 
 use crate::clock::{Clock, system_clock};
+use crate::rate_limit::RateLimiter;
 use crate::reentry;
 use crate::snapshot::BulkheadSnapshot;
 use crate::sync::Arc;
@@ -210,6 +211,16 @@ impl ThreadPoolBulkhead {
             inner.counters.reentrant.fetch_add(1, Relaxed);
             return Ok(body(input));
         }
+        // The rate limit before the queue (a shut-down pool refuses with `ShutDown` below).
+        if inner.rate.is_enabled()
+            && !inner.is_shut_down()
+            && let Err(error) = inner.rate.acquire_blocking(&inner.name)
+        {
+            return Err(Refused {
+                input,
+                error: inner.refuse(error),
+            });
+        }
         match inner.admit_blocking() {
             Ok(Admit::Pool) => {}
             Ok(Admit::CallerRuns) => return Ok(inner.run_on_caller(input, body)),
@@ -253,6 +264,26 @@ impl ThreadPoolBulkhead {
         Fut::Output: Send + 'static,
     {
         CallAsync::new(self.clone(), input, body)
+    }
+
+    /// Adds (or, with `None`, removes) a rate limit checked before each admission (after
+    /// the re-entry check, before the queue); for building:
+    /// `ThreadPoolBulkhead::new(..).with_rate_limit(config.rate_limit.as_ref())`. A sync
+    /// call waits up to the limit's `timeout` on the pool's clock for a permission; an
+    /// async call awaits it without blocking.
+    pub fn with_rate_limit(self, config: Option<&RateLimitConfig>) -> Self {
+        self.set_rate_limit(config);
+        self
+    }
+
+    /// Changes the rate limit live (`None` removes it); see [`RateLimiter::reconfigure`].
+    pub fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
+        self.inner().rate.reconfigure(config);
+    }
+
+    /// The rate limiter checked before each admission.
+    pub fn rate_limiter(&self) -> &RateLimiter {
+        &self.inner().rate
     }
 
     /// Applies new limits and policies live: `core_threads`, `max_threads`, `queue_capacity`,

@@ -15,6 +15,7 @@ use super::queue::{Entry, QueuePolicy, Taken, TaskQueue};
 use super::room::RoomWaiters;
 use crate::clock::Clock;
 use crate::events::CallOutcome;
+use crate::rate_limit::RateLimiter;
 use crate::reentry::{self, BulkheadId};
 use crate::stats::Counters;
 use crate::sync::{Arc, AtomicBool, AtomicU8, AtomicU64, Mutex};
@@ -49,6 +50,8 @@ pub(crate) struct Inner {
     /// Calls run on their caller's thread by `on_full: caller-runs`.
     pub caller_runs: AtomicU64,
     pub room: RoomWaiters,
+    /// The rate limit checked before admission (disabled unless set).
+    pub rate: RateLimiter,
     /// Spans, refusal warnings, wait- and queue-time histograms, events.
     pub telemetry: Telemetry,
     state: Mutex<State>,
@@ -145,6 +148,7 @@ impl Inner {
             .thread_name_prefix
             .clone()
             .unwrap_or_else(|| format!("{name}-"));
+        let rate = RateLimiter::new(None, Arc::clone(&clock));
         let inner = Inner {
             telemetry: Telemetry::new(name.clone(), Kind::ThreadPool, Arc::clone(&clock)),
             name,
@@ -157,6 +161,7 @@ impl Inner {
             shut_down: AtomicBool::new(false),
             caller_runs: AtomicU64::new(0),
             room: RoomWaiters::default(),
+            rate,
             state: Mutex::new(State {
                 core,
                 max,
