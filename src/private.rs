@@ -74,7 +74,7 @@ impl<B: Resolve> Slot<B> {
     }
 
     /// The bulkhead (the fast path is one atomic load).
-    #[inline]
+    #[inline(always)]
     pub fn get(&'static self) -> &'static B {
         match self.handle.get() {
             Some(handle) => handle,
@@ -89,8 +89,9 @@ impl<B: Resolve> Slot<B> {
 }
 
 impl SemaphoreSlot {
-    /// Takes a permit for a synchronous call (blocking at most `max_wait`).
-    #[inline]
+    /// Takes a permit for a synchronous call (blocking at most `max_wait`): inlined into
+    /// the expansion, like the core `acquire` it calls, so the permit stays in registers.
+    #[inline(always)]
     pub fn enter(&'static self) -> Result<Permit<'static>, BulkheadError> {
         self.get().acquire()
     }

@@ -63,20 +63,6 @@ pub(crate) fn enter(id: BulkheadId) -> Entered {
     Entered::made(id)
 }
 
-/// Marks the current thread as inside bulkhead `id`, unless it already is (then `None`,
-/// and no mark is made): the check and the mark in one thread-local access.
-#[inline]
-pub(crate) fn enter_unless_inside(id: BulkheadId) -> Option<Entered> {
-    MARKS.with(|marks| {
-        if contains(marks, id) {
-            None
-        } else {
-            push(marks, id);
-            Some(Entered::made(id))
-        }
-    })
-}
-
 /// Removes one mark for `id` made on this thread by a guard that was
 /// [`forget`](Entered::forget)-ed.
 #[inline]
@@ -91,14 +77,24 @@ pub(crate) fn leave(id: BulkheadId) {
                 refill_from_overflow(marks);
             }
         } else if marks.spilled.get() {
-            OVERFLOW.with(|o| {
-                let mut overflow = o.borrow_mut();
-                if let Some(pos) = overflow.iter().rposition(|&m| m == id) {
-                    overflow.swap_remove(pos);
-                }
-                marks.spilled.set(!overflow.is_empty());
-            });
+            leave_spilled(marks, id);
         }
+    });
+}
+
+/// Removes a mark for `id` from the overflow. Out of line, like every access to
+/// `OVERFLOW` (which has a destructor to register): it keeps the closures given to
+/// `MARKS.with` small enough for `with` to inline, so the marks are a direct thread-local
+/// access.
+#[cold]
+#[inline(never)]
+fn leave_spilled(marks: &Marks, id: BulkheadId) {
+    OVERFLOW.with(|o| {
+        let mut overflow = o.borrow_mut();
+        if let Some(pos) = overflow.iter().rposition(|&m| m == id) {
+            overflow.swap_remove(pos);
+        }
+        marks.spilled.set(!overflow.is_empty());
     });
 }
 
@@ -128,8 +124,14 @@ impl Drop for Entered {
 #[inline]
 fn contains(marks: &Marks, id: BulkheadId) -> bool {
     let len = marks.len.get();
-    marks.ids[..len].iter().any(|m| m.get() == id)
-        || (marks.spilled.get() && OVERFLOW.with(|o| o.borrow().contains(&id)))
+    marks.ids[..len].iter().any(|m| m.get() == id) || (marks.spilled.get() && spilled_contains(id))
+}
+
+/// Whether the overflow holds a mark for `id` (out of line: see [`leave_spilled`]).
+#[cold]
+#[inline(never)]
+fn spilled_contains(id: BulkheadId) -> bool {
+    OVERFLOW.with(|o| o.borrow().contains(&id))
 }
 
 #[inline]
@@ -139,13 +141,21 @@ fn push(marks: &Marks, id: BulkheadId) {
         marks.ids[len].set(id);
         marks.len.set(len + 1);
     } else {
-        OVERFLOW.with(|o| o.borrow_mut().push(id));
-        marks.spilled.set(true);
+        spill(marks, id);
     }
+}
+
+/// Adds a mark past the inline array (out of line: see [`leave_spilled`]).
+#[cold]
+#[inline(never)]
+fn spill(marks: &Marks, id: BulkheadId) {
+    OVERFLOW.with(|o| o.borrow_mut().push(id));
+    marks.spilled.set(true);
 }
 
 /// Moves one spilled mark into the inline slot just freed.
 #[cold]
+#[inline(never)]
 fn refill_from_overflow(marks: &Marks) {
     OVERFLOW.with(|o| {
         let mut overflow = o.borrow_mut();

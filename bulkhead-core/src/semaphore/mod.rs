@@ -48,6 +48,15 @@
 //! mark). A fail-fast refusal: one load, one relaxed add (the refusal counter), no
 //! allocation; with a static name (every registered bulkhead) no reference count either.
 //!
+//! Code shape: `acquire`, `try_acquire` and `call` are inlined into the caller and make
+//! two calls into this crate, `Shared::admit_fast` (re-entry check, permit, mark,
+//! `permitted`; its decision comes back as a two-byte `Fast`, in a register) and, when the
+//! permit drops, `Shared::exit_held`. Compiled here, the re-entry thread-local is a direct
+//! thread-local access, not a call through `LocalKey` from the caller's crate, and neither
+//! the permit nor a refusal travels through memory between functions. A refusal carries a
+//! one-byte reason until the error is built, once, in a `#[cold]` function; the rate limit
+//! and waiting in the queue are `#[cold]` out-of-line paths.
+//!
 //! # Re-entry
 //!
 //! Acquiring a bulkhead that the current thread is already inside returns a *re-entrant*
@@ -215,6 +224,28 @@ enum Waited {
     ShutDown,
 }
 
+/// What [`Shared::admit_fast`] decided; two bytes, so it comes back in a register.
+#[derive(Clone, Copy)]
+enum Fast {
+    /// A permit was taken (counted `permitted`) and the thread marked inside.
+    Admitted,
+    /// The thread is already inside: run inline (counted `reentrant`).
+    Reentrant,
+    /// Refused (counted, and logged if anyone listens); [`Shared::error`] builds the error.
+    Refused(Reason),
+    /// A rate limit or a wait in the queue: the slow path decides (nothing done yet).
+    Slow,
+}
+
+/// A fast-path refusal reason: one byte, the index of its counter in `Counters::refused`,
+/// until the caller builds the [`BulkheadError`] (in [`Shared::error`], out of line).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Reason {
+    Full = 0,
+    ShutDown = 4,
+}
+
 impl SemaphoreBulkhead {
     /// A semaphore bulkhead named `name` on the system clock.
     pub fn new(name: impl Into<BulkheadName>, config: &SemaphoreConfig) -> Self {
@@ -274,14 +305,16 @@ impl SemaphoreBulkhead {
     /// bulkhead, when others are already waiting) and [`BulkheadError::ShutDown`] after
     /// [`shutdown`](Self::shutdown). The returned permit marks this thread as inside the
     /// bulkhead until it is dropped.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadError> {
         let shared = &*self.shared;
-        let Some(inside) = reentry::enter_unless_inside(shared.id()) else {
-            return Ok(Permit::new(shared.reentrant(), None));
+        let held = match shared.admit_fast(false) {
+            Fast::Admitted => true,
+            Fast::Reentrant => false,
+            // A refusal or the slow path: out of line, one source for the error.
+            other => return shared.not_admitted(other, false),
         };
-        // On a refusal, `inside` drops and the mark goes with it.
-        shared.try_admit().map(|raw| Permit::new(raw, Some(inside)))
+        Ok(Permit::admitted(shared, held))
     }
 
     /// Takes a permit, blocking the thread at most `max_wait` for one (after waiting at most
@@ -290,15 +323,19 @@ impl SemaphoreBulkhead {
     /// With `max_wait` 0 a caller that finds no permit is refused with
     /// [`BulkheadError::Full`]. Otherwise it queues (FIFO) and is refused with
     /// [`BulkheadError::Timeout`] once the bulkhead's clock has passed `max_wait`.
-    #[inline]
+    #[inline(always)]
     pub fn acquire(&self) -> Result<Permit<'_>, BulkheadError> {
+        // Inlined into the caller so the permit stays in registers (a refusal is written
+        // straight into the caller's result): the decision comes back from core's
+        // out-of-line fast path as a two-byte `Fast`.
         let shared = &*self.shared;
-        let Some(inside) = reentry::enter_unless_inside(shared.id()) else {
-            return Ok(Permit::new(shared.reentrant(), None));
+        let held = match shared.admit_fast(true) {
+            Fast::Admitted => true,
+            Fast::Reentrant => false,
+            // A refusal or the slow path: out of line, one source for the error.
+            other => return shared.not_admitted(other, true),
         };
-        shared
-            .admit_blocking()
-            .map(|raw| Permit::new(raw, Some(inside)))
+        Ok(Permit::admitted(shared, held))
     }
 
     /// Takes a permit, awaiting at most `max_wait` for one, on any executor.
@@ -324,9 +361,20 @@ impl SemaphoreBulkhead {
     /// Runs `body` on this thread while holding a permit (waiting at most `max_wait` for one).
     ///
     /// A panic in `body` reaches the caller as a panic; the permit is returned either way.
-    #[inline]
+    #[inline(always)]
     pub fn call<R>(&self, body: impl FnOnce() -> R) -> Result<R, BulkheadError> {
-        let permit = self.acquire()?;
+        // `acquire` by hand, so a refusal is written straight into this call's result.
+        let shared = &*self.shared;
+        let held = match shared.admit_fast(true) {
+            Fast::Admitted => true,
+            Fast::Reentrant => false,
+            Fast::Refused(reason) => return Err(shared.error(reason)),
+            Fast::Slow => {
+                shared.admit_slow(true)?;
+                true
+            }
+        };
+        let permit = Permit::admitted(shared, held);
         let result = body();
         drop(permit);
         Ok(result)
@@ -525,17 +573,23 @@ impl Shared {
     /// Takes one permit from the count if admission is allowed right now.
     #[inline]
     fn try_take(&self) -> Result<(), BulkheadError> {
+        self.try_take_fast().map_err(|reason| self.error(reason))
+    }
+
+    /// [`try_take`](Self::try_take), refusing with a one-byte reason (no error built).
+    #[inline]
+    fn try_take_fast(&self) -> Result<(), Reason> {
         let mut state = self.state.load(Relaxed);
         loop {
             if state & FLAGS != 0 && !self.may_barge(state) {
                 return Err(if state & CLOSED != 0 {
-                    self.shut_down()
+                    Reason::ShutDown
                 } else {
-                    self.full()
+                    Reason::Full
                 });
             }
             if available(state) <= 0 {
-                return Err(self.full());
+                return Err(Reason::Full);
             }
             match self
                 .state
@@ -720,24 +774,89 @@ impl Shared {
         }
     }
 
-    /// Blocking admission of a caller that is not inside: the rate limit (waiting up to its
-    /// `timeout`), then a permit (waiting up to `max_wait`).
-    #[inline]
-    fn admit_blocking(&self) -> Result<RawPermit<'_>, BulkheadError> {
-        if !self.rate.is_enabled() {
-            match self.try_take() {
-                Ok(()) => return Ok(self.admitted()),
-                // Fail fast (`max_wait: 0`, the default): refuse without the slow path.
-                Err(refused) if self.max_wait_nanos.load(Relaxed) == 0 => {
-                    return Err(self.refuse(refused));
-                }
-                Err(_) => {}
-            }
+    /// The uncontended admission of [`SemaphoreBulkhead::acquire`] (`may_wait`) and
+    /// [`try_acquire`](SemaphoreBulkhead::try_acquire): the re-entry check, then a permit
+    /// from the count, the mark made once it is taken. A refusal that needs no wait
+    /// (fail fast, `max_wait: 0`, or `try_acquire`) is counted here; a rate limit or a
+    /// possible wait in the queue goes to the slow path with nothing done yet.
+    ///
+    /// Out of line on purpose: compiled in this crate, the re-entry thread-local is a direct
+    /// `%fs` access rather than a call through `LocalKey` from the caller's crate, and the
+    /// decision comes back in a register.
+    #[inline(never)]
+    fn admit_fast(&self, may_wait: bool) -> Fast {
+        let id = self.id();
+        if reentry::is_inside(id) {
+            self.counters.reentrant.fetch_add(1, Relaxed);
+            return Fast::Reentrant;
         }
-        self.admit_blocking_slow()
+        if self.rate.is_enabled() {
+            return Fast::Slow;
+        }
+        match self.try_take_fast() {
+            Ok(()) => {
+                reentry::enter(id).forget();
+                self.counters.permitted.fetch_add(1, Relaxed);
+                self.telemetry.begin_sync_call(id);
+                Fast::Admitted
+            }
+            // Fail fast (`max_wait: 0`, the default): refuse without the slow path.
+            Err(reason) if !may_wait || self.max_wait_nanos.load(Relaxed) == 0 => {
+                self.refuse_fast(reason);
+                Fast::Refused(reason)
+            }
+            Err(_) => Fast::Slow,
+        }
     }
 
-    /// [`admit_blocking`](Self::admit_blocking) past the fast path.
+    /// Past [`admit_fast`](Self::admit_fast) (a rate limit, or a possible wait), the thread
+    /// not inside: for [`SemaphoreBulkhead::acquire`] (`may_wait`) the rate limit (waiting
+    /// up to its `timeout`), then a permit (waiting up to `max_wait`); for
+    /// [`try_acquire`](SemaphoreBulkhead::try_acquire) the same without waiting. `Ok` once
+    /// admitted: a held permit (counted `permitted`) whose mark is made; the caller builds
+    /// the [`Permit`] that owns both.
+    #[cold]
+    #[inline(never)]
+    fn admit_slow(&self, may_wait: bool) -> Result<(), BulkheadError> {
+        let inside = reentry::enter(self.id());
+        // On a refusal, `inside` drops and the mark goes with it.
+        let raw = if may_wait {
+            self.admit_blocking_slow()?
+        } else {
+            self.try_admit()?
+        };
+        hand_over(raw, inside);
+        Ok(())
+    }
+
+    /// [`SemaphoreBulkhead::acquire`] (`may_wait`) or
+    /// [`try_acquire`](SemaphoreBulkhead::try_acquire) when [`admit_fast`](Self::admit_fast)
+    /// did not admit: the refusal's error, or the slow path.
+    #[cold]
+    #[inline(never)]
+    fn not_admitted(&self, fast: Fast, may_wait: bool) -> Result<Permit<'_>, BulkheadError> {
+        match fast {
+            Fast::Refused(reason) => Err(self.error(reason)),
+            _ => self.admit_slow(may_wait),
+        }
+        .map(|()| Permit::admitted(self, true))
+    }
+
+    /// Returns the permit of a [`Permit`] held on this thread: removes the thread's
+    /// re-entry mark, counts `panicked` if the thread is panicking, gives the permit back.
+    /// Out of line for the same reason as [`admit_fast`](Self::admit_fast).
+    #[inline(never)]
+    fn exit_held(&self) {
+        self.telemetry.end_sync_call(self.id());
+        reentry::leave(self.id());
+        if std::thread::panicking() {
+            self.counters.panicked.fetch_add(1, Relaxed);
+        }
+        self.release();
+    }
+
+    /// Blocking admission past the fast path: the rate limit (waiting up to its
+    /// `timeout`), then a permit (waiting up to `max_wait`).
     #[cold]
     fn admit_blocking_slow(&self) -> Result<RawPermit<'_>, BulkheadError> {
         self.rate
@@ -805,9 +924,15 @@ impl Shared {
         RawPermit::new(self, false)
     }
 
-    fn full(&self) -> BulkheadError {
-        BulkheadError::Full {
-            name: self.name.clone(),
+    /// The error of a fast-path refusal, built only once the caller has it.
+    #[cold]
+    #[inline(never)]
+    fn error(&self, reason: Reason) -> BulkheadError {
+        match reason {
+            Reason::Full => BulkheadError::Full {
+                name: self.name.clone(),
+            },
+            Reason::ShutDown => self.shut_down(),
         }
     }
 
@@ -835,6 +960,22 @@ impl Shared {
         self.counters.refuse(err)
     }
 
+    /// [`refuse`](Self::refuse) for a fast-path refusal: counted by its reason; the error
+    /// is built only for a WARN subscriber or an event listener.
+    #[inline]
+    fn refuse_fast(&self, reason: Reason) {
+        if self.telemetry.refusals_observed() {
+            self.report_refusal_fast(reason);
+        }
+        self.counters.refused[reason as usize].fetch_add(1, Relaxed);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn report_refusal_fast(&self, reason: Reason) {
+        self.report_refusal(&self.error(reason));
+    }
+
     /// The WARN event and the listeners of one refusal: reason, active, queued (callers
     /// waiting), limit. Never called with the waiter queue locked.
     #[cold]
@@ -846,6 +987,15 @@ impl Shared {
             limit: self.limit.load(Relaxed),
         });
     }
+}
+
+/// Keeps an admitted permit and its thread mark for the [`Permit`] the caller builds with
+/// [`Permit::admitted`] (which returns both when dropped).
+fn hand_over(raw: RawPermit<'_>, inside: reentry::Entered) {
+    debug_assert!(raw.held);
+    inside.forget();
+    raw.shared.telemetry.begin_sync_call(raw.shared.id());
+    std::mem::forget(raw);
 }
 
 fn permits_to_state(permits: u32) -> isize {

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 
 use super::Shared;
 use crate::events::CallOutcome;
-use crate::reentry::{self, BulkheadId, Entered};
+use crate::reentry::{self, BulkheadId};
 use crate::telemetry::CallScope;
 
 /// A permit as the accounting sees it: held (returned on drop) or re-entrant (nothing to
@@ -82,26 +82,26 @@ impl Drop for RawPermit<'_> {
 /// [`AsyncPermit`] instead.
 #[must_use = "the permit is returned as soon as it is dropped"]
 pub struct Permit<'a> {
-    /// Its span (if any) is entered on this thread while the permit is held.
-    raw: RawPermit<'a>,
+    // Not a `RawPermit`: with no field that has drop glue of its own, the permit's drop
+    // leaves nothing for an unwinding path to clean up, so the compiler keeps the permit
+    // in registers instead of in memory it must be able to find.
+    shared: &'a Shared,
+    /// Holds a permit (and its thread's re-entry mark); false for a re-entrant permit.
+    held: bool,
     // A held permit owns its thread's re-entry mark, so it stays on that thread.
     _not_send: PhantomData<*const ()>,
 }
 
 impl<'a> Permit<'a> {
-    /// A permit for `raw`; `inside` is the thread's re-entry mark for a held permit (the
-    /// permit takes it over and removes it when dropped), `None` for a re-entrant one.
-    #[inline]
-    pub(super) fn new(raw: RawPermit<'a>, inside: Option<Entered>) -> Self {
-        debug_assert_eq!(raw.held, inside.is_some());
-        if let Some(inside) = inside {
-            inside.forget();
-        }
-        if raw.held {
-            raw.shared.telemetry.begin_sync_call(raw.id());
-        }
+    /// A permit admitted by `shared`'s fast or slow path. A `held` permit was counted
+    /// `permitted`, and its thread's re-entry mark is already made: the permit owns both
+    /// and returns them when dropped. A re-entrant permit (`held: false`) holds nothing.
+    #[inline(always)]
+    pub(super) fn admitted(shared: &'a Shared, held: bool) -> Self {
+        // (`telemetry.begin_sync_call` was made by the admission, in this crate.)
         Permit {
-            raw,
+            shared,
+            held,
             _not_send: PhantomData,
         }
     }
@@ -109,25 +109,25 @@ impl<'a> Permit<'a> {
     /// True when this permit was given to a re-entrant call: it holds no permit, and the
     /// call runs inline inside the permit its thread already holds.
     pub fn is_reentrant(&self) -> bool {
-        !self.raw.held
+        !self.held
     }
 }
 
 impl Drop for Permit<'_> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        if self.raw.held {
-            self.raw.shared.telemetry.end_sync_call(self.raw.id());
-            reentry::leave(self.raw.id());
+        if self.held {
+            // The mark, the `panicked` count and the permit, in one out-of-line call into
+            // this crate (a sync permit is never `cancelled`).
+            self.shared.exit_held();
         }
-        // Then `raw` drops: the permit goes back.
     }
 }
 
 impl fmt::Debug for Permit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("bulkhead", &self.raw.shared.name)
+            .field("bulkhead", &self.shared.name)
             .field("reentrant", &self.is_reentrant())
             .finish()
     }
