@@ -32,8 +32,8 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{SemaphoreConfig, ThreadPoolConfig};
-use bulkhead_core::{SemaphoreBulkhead, ThreadPoolBulkhead};
+use bulkhead_config::{BulkheadConfig, SemaphoreConfig, ThreadPoolConfig};
+use bulkhead_core::{Bulkhead, Registry, SemaphoreBulkhead, ThreadPoolBulkhead};
 use crossbeam_channel::{Receiver, Sender};
 
 use harness::{Cell, Measured, Row, Unit, each, measure, report, timed};
@@ -320,9 +320,35 @@ impl Drop for Occupied {
     }
 }
 
-/// A semaphore bulkhead with its only permit held by another thread.
+/// A registered bulkhead, as `#[bulkhead]` and `bulkhead::install` get them: from a
+/// [`Registry`], which gives it a static name (an error clones no reference count).
+fn registered(name: &str, config: BulkheadConfig) -> Bulkhead {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    REGISTRY
+        .get_or_init(Registry::new)
+        .register(name, &config)
+        .expect("a bench bulkhead")
+}
+
+/// A registered semaphore bulkhead with its only permit held by another thread.
 fn full_semaphore() -> (SemaphoreBulkhead, Occupied) {
-    let sem = SemaphoreBulkhead::new("bench-full-semaphore", &semaphore_config(1));
+    let sem = registered(
+        "bench-full-semaphore",
+        BulkheadConfig::semaphore(semaphore_config(1)),
+    );
+    occupy_semaphore(sem.as_semaphore().expect("a semaphore").clone())
+}
+
+/// The same, built by hand with a shared (reference-counted) name, as
+/// `SemaphoreBulkhead::new("…", …)` makes: each refusal clones and drops the name's `Arc`.
+fn full_semaphore_shared_name() -> (SemaphoreBulkhead, Occupied) {
+    occupy_semaphore(SemaphoreBulkhead::new(
+        "bench-full-semaphore-by-hand",
+        &semaphore_config(1),
+    ))
+}
+
+fn occupy_semaphore(sem: SemaphoreBulkhead) -> (SemaphoreBulkhead, Occupied) {
     let holder = sem.clone();
     let occupied = Occupied::new(move |held, release| {
         let _permit = holder.try_acquire();
@@ -332,9 +358,13 @@ fn full_semaphore() -> (SemaphoreBulkhead, Occupied) {
     (sem, occupied)
 }
 
-/// A one-thread, no-queue pool whose thread is busy until the guard drops.
+/// A registered one-thread, no-queue pool whose thread is busy until the guard drops.
 fn full_pool() -> (ThreadPoolBulkhead, Occupied) {
-    let pool = ThreadPoolBulkhead::new("bench-full-pool", &pool_config(1, 0));
+    let pool = registered(
+        "bench-full-pool",
+        BulkheadConfig::thread_pool(pool_config(1, 0)),
+    );
+    let pool = pool.as_thread_pool().expect("a thread pool").clone();
     let holder = pool.clone();
     let occupied = Occupied::new(move |held, release| {
         let _ = holder.call((), |()| {
@@ -346,6 +376,8 @@ fn full_pool() -> (ThreadPoolBulkhead, Occupied) {
 }
 
 const SEM_REFUSED: &str = "semaphore: call refused (Full)";
+const SEM_SHARED_REFUSED: &str =
+    "semaphore built by hand with an Arc name (not registered): call refused (Full)";
 const SEM_TRY_REFUSED: &str = "semaphore: try_acquire refused";
 const POOL_REFUSED: &str = "thread pool: call refused (Full)";
 const POOL_ASYNC_REFUSED: &str = "thread pool: call_async refused, first poll";
@@ -353,6 +385,7 @@ const TOKIO_REFUSED: &str = "tokio Semaphore::try_acquire refused";
 
 fn refusal(settings: &Settings, rows: &mut Vec<Row>) {
     let (sem, _sem_held) = full_semaphore();
+    let (shared_sem, _shared_sem_held) = full_semaphore_shared_name();
     let (pool, _pool_held) = full_pool();
     let tokio_sem = tokio::sync::Semaphore::new(1);
     let _tokio_permit = tokio_sem.try_acquire();
@@ -362,6 +395,9 @@ fn refusal(settings: &Settings, rows: &mut Vec<Row>) {
         vec![
             each(SEM_REFUSED, || {
                 black_box(sem.call(|| 1u64).is_err());
+            }),
+            each(SEM_SHARED_REFUSED, || {
+                black_box(shared_sem.call(|| 1u64).is_err());
             }),
             each(SEM_TRY_REFUSED, || {
                 black_box(sem.try_acquire().is_err());
@@ -391,6 +427,9 @@ fn refusal(settings: &Settings, rows: &mut Vec<Row>) {
     let sem_allocs = allocs_per(&mut || {
         black_box(sem.call(|| 1u64).is_err());
     });
+    let shared_sem_allocs = allocs_per(&mut || {
+        black_box(shared_sem.call(|| 1u64).is_err());
+    });
     let pool_allocs = allocs_per(&mut || {
         black_box(pool.call(7u64, |x| x + 1).is_err());
     });
@@ -406,6 +445,7 @@ fn refusal(settings: &Settings, rows: &mut Vec<Row>) {
     let target = "≤ 25 ns, 0 allocations".to_string();
     for (name, n) in [
         (SEM_REFUSED, sem_allocs),
+        (SEM_SHARED_REFUSED, shared_sem_allocs),
         (POOL_REFUSED, pool_allocs),
         (POOL_ASYNC_REFUSED, pool_async_allocs),
     ] {

@@ -25,6 +25,7 @@ pub const WORKLOADS: &[&str] = &[
     "semaphore-try",
     "tokio-try",
     "semaphore-refusal",
+    "semaphore-refusal-shared",
     "pool-refusal",
     "pool-round-trip",
     "crossbeam-round-trip",
@@ -49,6 +50,10 @@ pub fn run(workload: &str, n: u64) {
         }
         "semaphore-refusal" => {
             let (sem, _held) = full_semaphore();
+            profile_loop_semaphore_refusal(&sem, n);
+        }
+        "semaphore-refusal-shared" => {
+            let (sem, _held) = crate::full_semaphore_shared_name();
             profile_loop_semaphore_refusal(&sem, n);
         }
         "pool-refusal" => {
