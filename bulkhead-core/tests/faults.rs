@@ -20,7 +20,7 @@ use bulkhead_config::{OnFull, ThreadPoolConfig};
 use bulkhead_core::{
     BulkheadError, BulkheadSnapshot, Refused, SemaphoreBulkhead, ThreadPoolBulkhead,
 };
-use support::{Gate, manual_clock, poll_once, semaphore, wait_until, yield_once};
+use support::{Gate, manual_clock, poll_once, pool_config, semaphore, wait_until, yield_once};
 
 // ---------------------------------------------------------------- helpers
 
@@ -74,15 +74,6 @@ fn assert_pool_at_rest(pool: &ThreadPoolBulkhead) {
     assert_eq!(s.waiting, 0, "{s:?}");
     assert!(s.pool_size.unwrap() <= s.limit, "{s:?}");
     assert_reconciled(&s);
-}
-
-fn pool_config(core: u32, max: u32, queue: u32) -> ThreadPoolConfig {
-    ThreadPoolConfig {
-        core_threads: core,
-        max_threads: max,
-        queue_capacity: queue,
-        ..ThreadPoolConfig::default()
-    }
 }
 
 /// Polls `fut` to completion on this thread, parking between polls.

@@ -7,9 +7,11 @@
 
 mod support;
 
+use support::{Gate, pool_config, wait_until};
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -135,43 +137,8 @@ fn events_with(field: &str, value: &str) -> Vec<EventRecord> {
 
 // ------------------------------------------------------------------ helpers
 
-fn pool_config(core: u32, max: u32, queue: u32) -> ThreadPoolConfig {
-    ThreadPoolConfig {
-        core_threads: core,
-        max_threads: max,
-        queue_capacity: queue,
-        ..ThreadPoolConfig::default()
-    }
-}
-
 fn semaphore_config(permits: u32, max_wait_ms: u64) -> SemaphoreConfig {
     support::semaphore(permits, max_wait_ms)
-}
-
-/// A latch the bodies block on until the test opens it.
-#[derive(Clone, Default)]
-struct Gate(Arc<(Mutex<bool>, Condvar)>);
-
-impl Gate {
-    fn wait(&self) {
-        let (open, cv) = &*self.0;
-        let mut open = open.lock().unwrap();
-        while !*open {
-            open = cv.wait(open).unwrap();
-        }
-    }
-    fn open(&self) {
-        let (open, cv) = &*self.0;
-        *open.lock().unwrap() = true;
-        cv.notify_all();
-    }
-}
-
-/// Spins (yielding) until `cond` holds: a latch on observable state, never a timed sleep.
-fn wait_until(mut cond: impl FnMut() -> bool) {
-    while !cond() {
-        thread::yield_now();
-    }
 }
 
 // ------------------------------------------------------------------ tracing

@@ -14,7 +14,7 @@ use bulkhead_core::{Acquire, AsyncPermit, BulkheadError, ManualClock, SemaphoreB
 
 mod support;
 
-use support::{XorShift, poll_once, semaphore as config};
+use support::{XorShift, poll_once, semaphore as config, yield_once};
 
 fn manual(name: &str, limit: u32, max_wait_ms: u64) -> (SemaphoreBulkhead, ManualClock) {
     let (clock, shared) = support::manual_clock();
@@ -36,20 +36,6 @@ fn wait_for_waiters(bulkhead: &SemaphoreBulkhead, n: u32) {
     while bulkhead.snapshot().waiting < n {
         std::thread::yield_now();
     }
-}
-
-/// A future that is pending on its first poll and ready on the second.
-fn yield_once() -> impl Future<Output = ()> {
-    let mut yielded = false;
-    std::future::poll_fn(move |cx| {
-        if yielded {
-            Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
 }
 
 #[test]

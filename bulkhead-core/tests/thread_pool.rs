@@ -7,54 +7,19 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
 use bulkhead_config::{CodelConfig, OnFull, QueueOrder, ThreadPoolConfig};
 use bulkhead_core::{BulkheadError, ManualClock, Refused, ShutdownReport, ThreadPoolBulkhead};
-use support::{XorShift, poll_once};
+use support::{Gate, XorShift, poll_once, pool_config as config, wait_until};
 
 // ---------------------------------------------------------------- helpers
 
-fn config(core: u32, max: u32, queue: u32) -> ThreadPoolConfig {
-    ThreadPoolConfig {
-        core_threads: core,
-        max_threads: max,
-        queue_capacity: queue,
-        ..ThreadPoolConfig::default()
-    }
-}
-
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// A latch the bodies block on until the test opens it.
-#[derive(Clone, Default)]
-struct Gate(Arc<(Mutex<bool>, Condvar)>);
-
-impl Gate {
-    fn wait(&self) {
-        let (open, cv) = &*self.0;
-        let mut open = open.lock().unwrap();
-        while !*open {
-            open = cv.wait(open).unwrap();
-        }
-    }
-    fn open(&self) {
-        let (open, cv) = &*self.0;
-        *open.lock().unwrap() = true;
-        cv.notify_all();
-    }
-}
-
-/// Spins (yielding) until `cond` holds: a latch on observable state, never a timed sleep.
-fn wait_until(mut cond: impl FnMut() -> bool) {
-    while !cond() {
-        thread::yield_now();
-    }
 }
 
 /// Waits until `n` calls are admitted and each is running or queued.

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use bulkhead_config::{Duration, RateLimitConfig, SemaphoreConfig};
+use bulkhead_config::{Duration, RateLimitConfig, SemaphoreConfig, ThreadPoolConfig};
 use bulkhead_core::{Clock, ManualClock};
 
 /// A fair semaphore config with `max_wait` in milliseconds.
@@ -17,6 +17,16 @@ pub fn semaphore(max_concurrent_calls: u32, max_wait_ms: u64) -> SemaphoreConfig
         max_concurrent_calls,
         max_wait: Duration::from_millis(max_wait_ms),
         fair: true,
+    }
+}
+
+/// A thread-pool config with these thread counts and queue capacity, defaults otherwise.
+pub fn pool_config(core_threads: u32, max_threads: u32, queue_capacity: u32) -> ThreadPoolConfig {
+    ThreadPoolConfig {
+        core_threads,
+        max_threads,
+        queue_capacity,
+        ..ThreadPoolConfig::default()
     }
 }
 
