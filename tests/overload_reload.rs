@@ -149,7 +149,19 @@ fn facade_reload_under_load_moves_sizes_live_and_accounts_every_call() {
     ] {
         let (ok, full) = (seen.ok.load(SeqCst), seen.full.load(SeqCst));
         assert_eq!(ok + full, total, "{what}");
-        assert_eq!(now.permitted - before.permitted, ok, "{what}: {now:?}");
+        // A pool call whose admission raced a shrink can be failed with `Full` after it was
+        // admitted (`ThreadPoolBulkhead`'s invariants): counted `permitted` and `cancelled`,
+        // and its caller saw `Full`. The semaphore never does this.
+        let failed_after_admission = now.cancelled - before.cancelled;
+        if what == "inventory" {
+            assert_eq!(failed_after_admission, 0, "{what}: {now:?}");
+        }
+        assert!(failed_after_admission <= full, "{what}: {now:?}");
+        assert_eq!(
+            now.permitted - before.permitted,
+            ok + failed_after_admission,
+            "{what}: {now:?}"
+        );
         assert_eq!(now.completed - before.completed, ok, "{what}: {now:?}");
         assert_eq!(
             now.refused.full - before.refused.full,
@@ -157,6 +169,6 @@ fn facade_reload_under_load_moves_sizes_live_and_accounts_every_call() {
             "{what}: {now:?}"
         );
         assert_eq!(now.refused.total() - before.refused.total(), full, "{what}");
-        assert_eq!((now.panicked, now.cancelled), (0, 0), "{what}");
+        assert_eq!(now.panicked, 0, "{what}");
     }
 }
