@@ -138,6 +138,24 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     builder.check(f);
 }
 
+/// Spawns a thread that awaits a permit: `true` if it was admitted (and gave the permit
+/// back), `false` if it was refused with an error `expected` accepts; any other error fails
+/// the model.
+fn spawn_waiter(
+    b: &SemaphoreBulkhead,
+    expected: fn(&BulkheadError) -> bool,
+) -> loom::thread::JoinHandle<bool> {
+    let b = b.clone();
+    loom::thread::spawn(move || match block_on(b.acquire_async()) {
+        Ok(permit) => {
+            drop(permit);
+            true
+        }
+        Err(error) if expected(&error) => false,
+        Err(other) => panic!("unexpected {other:?}"),
+    })
+}
+
 fn bulkhead(limit: u32, clock: &ModelClock) -> SemaphoreBulkhead {
     let config = SemaphoreConfig {
         max_concurrent_calls: limit,
@@ -252,17 +270,7 @@ fn shutdown_during_an_acquire_refuses_or_admits_the_waiter_exactly_once() {
         let clock = ModelClock::new();
         let b = bulkhead(1, &clock);
         let held = block_on(b.acquire_async()).unwrap();
-        let waiter = {
-            let b = b.clone();
-            loom::thread::spawn(move || match block_on(b.acquire_async()) {
-                Ok(permit) => {
-                    drop(permit);
-                    true
-                }
-                Err(BulkheadError::ShutDown { .. }) => false,
-                Err(other) => panic!("unexpected {other:?}"),
-            })
-        };
+        let waiter = spawn_waiter(&b, |e| matches!(e, BulkheadError::ShutDown { .. }));
         let closer = {
             let b = b.clone();
             loom::thread::spawn(move || b.shutdown(Duration::ZERO))
@@ -284,17 +292,7 @@ fn a_timeout_racing_a_release_loses_no_permit() {
         let clock = ModelClock::new();
         let b = bulkhead(1, &clock);
         let held = block_on(b.acquire_async()).unwrap();
-        let waiter = {
-            let b = b.clone();
-            loom::thread::spawn(move || match block_on(b.acquire_async()) {
-                Ok(permit) => {
-                    drop(permit);
-                    true
-                }
-                Err(BulkheadError::Timeout { .. }) => false,
-                Err(other) => panic!("unexpected {other:?}"),
-            })
-        };
+        let waiter = spawn_waiter(&b, |e| matches!(e, BulkheadError::Timeout { .. }));
         let timer = {
             let clock = clock.clone();
             loom::thread::spawn(move || clock.fire())
