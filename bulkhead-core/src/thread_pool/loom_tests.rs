@@ -129,11 +129,20 @@ fn pool(max: u32, queue: u32, on_full: OnFull, clock: &ModelClock) -> ThreadPool
         ..ThreadPoolConfig::default()
     };
     let pool = ThreadPoolBulkhead::with_clock("model", &config, std::sync::Arc::new(clock.clone()));
-    // The threads count as started and busy, so every admitted task is queued for the
-    // model's worker; their slots are the model's, so admission is left the queue's.
-    pool.inner().state.lock().threads = max;
-    pool.inner().limit.store(u64::from(queue), SeqCst);
+    // The threads count as started and busy, each with a task holding its slot, so every
+    // admitted task is queued for the model's worker and admission is left the queue's.
+    let inner = pool.inner();
+    let mut st = inner.state.lock();
+    st.threads = max;
+    st.active = max;
+    drop(st);
+    inner.admitted.store(u64::from(max), SeqCst);
     pool
+}
+
+/// The slots held by the busy threads' tasks (see [`pool`]), which never finish.
+fn busy(pool: &ThreadPoolBulkhead) -> u64 {
+    u64::from(pool.inner().state.lock().threads)
 }
 
 fn wait(ms: u64) -> OnFull {
@@ -179,7 +188,7 @@ fn work_one(pool: &ThreadPoolBulkhead) -> bool {
 /// Admitted calls are all over and counted once; no slot is held; nobody waits for room.
 fn assert_at_rest(pool: &ThreadPoolBulkhead) {
     let inner = pool.inner();
-    assert_eq!(inner.admitted.load(SeqCst), 0, "a slot was lost");
+    assert_eq!(inner.admitted.load(SeqCst), busy(pool), "a slot was lost");
     assert_eq!(inner.room.len(), 0, "a room waiter was left behind");
     assert_eq!(inner.state.lock().queue.len(), 0);
     let c = inner.counters.counts();
@@ -313,7 +322,7 @@ fn a_room_wait_timing_out_racing_a_freed_slot_is_answered_once() {
 }
 
 #[test]
-fn a_shrink_racing_admission_never_queues_beyond_the_new_bound_for_later_calls() {
+fn a_shrink_racing_admission_never_fails_admitted_work_nor_queues_later_calls() {
     model(|| {
         let clock = ModelClock::new();
         // One (busy) thread, a queue of 2; shrunk to a queue of 0 while two callers submit.
@@ -342,18 +351,32 @@ fn a_shrink_racing_admission_never_queues_beyond_the_new_bound_for_later_calls()
         resized.store(true, SeqCst);
         let outcomes: Vec<_> = callers.into_iter().map(|t| t.join().unwrap()).collect();
         // With the one thread busy and no queue left, a call made after the shrink is
-        // refused; calls admitted before it may stay queued (admitted work is never
-        // cancelled by a shrink), within the old bound.
+        // refused at the door; a call admitted before it stays queued, within the old
+        // bound (a shrink never cancels admitted work).
         for (after_resize, queued, _) in &outcomes {
             assert!(
                 !(*after_resize && *queued),
                 "queued beyond the shrunk queue"
             );
         }
-        let queued = pool.inner().state.lock().queue.len();
-        assert!(queued <= 2);
-        assert_eq!(pool.inner().admitted.load(SeqCst), queued as u64);
-        drop(outcomes); // cancels what is still queued
+        let inner = pool.inner();
+        let queued = inner.state.lock().queue.len();
+        assert_eq!(
+            queued,
+            outcomes.iter().filter(|(_, queued, _)| *queued).count()
+        );
+        assert_eq!(inner.admitted.load(SeqCst), busy(&pool) + queued as u64);
+        let c = inner.counters.counts();
+        assert_eq!(c.cancelled, 0, "an admitted call was failed: {c:?}");
+        assert_eq!(c.refused.full as usize, 2 - queued, "{c:?}");
+        // The queued calls run, each once, and their callers get their results.
+        while work_one(&pool) {}
+        for (n, (_, queued, mut call)) in (0u32..).zip(outcomes) {
+            if queued {
+                let polled = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+                assert!(matches!(polled, Poll::Ready(Ok(m)) if m == n), "{polled:?}");
+            }
+        }
         assert_at_rest(&pool);
     });
 }

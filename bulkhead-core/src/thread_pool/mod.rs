@@ -77,10 +77,13 @@ use crate::{BulkheadName, Refused};
 /// * running ≤ `max_threads` (after a shrink, excess threads retire when their task ends);
 /// * running + queued ≤ `max_threads + queue_capacity` (after a shrink, new work is refused
 ///   until the pool is back under the new limit);
+/// * a shrink never cancels admitted work: running tasks finish, queued ones stay queued
+///   and run (a call admitted just before the shrink may be queued above the new
+///   capacity; that excess only drains);
 /// * every admitted call runs exactly once or is failed exactly once, its input handed
-///   back, never both, never neither. It is failed with `QueueTimeout` (overload control),
-///   `ShutDown`, or `Full` in two rare cases: its admission raced a shrink and the queue is
-///   over the new capacity, or no worker thread could be started for it;
+///   back, never both, never neither. It is failed only with `QueueTimeout` (overload
+///   control), `ShutDown`, or `Full` when no worker thread could be started for it (the OS
+///   refused to spawn one);
 /// * at rest, `permitted == completed + panicked + cancelled`, where `cancelled` counts
 ///   admitted calls that never ran: dropped async callers, and tasks failed from the queue
 ///   (which are also counted under their refusal reason).
@@ -180,8 +183,8 @@ impl ThreadPoolBulkhead {
     ///
     /// Because the caller blocks, `input` and `body` may borrow the caller's data. A panic
     /// in the body is resumed on the caller (the worker survives). If the call is refused,
-    /// or admitted but failed before it ran (`QueueTimeout`, `ShutDown`, or `Full` when its
-    /// admission raced a shrink or no worker could be started), `input` comes back
+    /// or admitted but failed before it ran (`QueueTimeout`, `ShutDown`, or `Full` when no
+    /// worker thread could be started), `input` comes back
     /// in the [`Refused`], untouched, so a fallback can use it. A call made from inside this
     /// bulkhead (from one of its workers) runs inline on the current thread.
     ///

@@ -374,7 +374,8 @@ impl Inner {
     }
 
     /// Queues an admitted job and makes sure a worker will take it. Returns the job's id
-    /// while it is queued (for cancellation), `None` if it was failed instead.
+    /// while it is queued (for cancellation), `None` if it was failed instead (only when
+    /// the pool is shutting down).
     pub(crate) fn enqueue(self: &Arc<Self>, job: JobRef) -> Option<u64> {
         let enqueued = self.clock.now();
         let mut st = self.state.lock();
@@ -386,13 +387,14 @@ impl Inner {
         let id = st.next_job_id;
         st.next_job_id += 1;
         st.queue.push(Entry { job, id, enqueued });
-        // A surplus worker (above a shrunk `max_threads`) is never claimed: it is retiring.
-        let idle = if st.threads <= st.max {
-            st.idle.pop()
-        } else {
-            None
-        };
-        if let Some((_, worker)) = idle {
+        // Any idle worker is claimed, also a surplus one (above a shrunk `max_threads`):
+        // woken, it either takes the task (once it is no longer surplus) or retires and
+        // passes the claim on to the next idle worker (`worker_main`). With no idle worker
+        // the task waits for a busy one: each comes back for the queue when its task ends,
+        // and the surplus ones retire first, so it runs on one of the `max_threads` left.
+        // Never refused here: the call was admitted. Only a call admitted just before a
+        // shrink can find the queue above the new capacity, and that excess only drains.
+        if let Some((_, worker)) = st.idle.pop() {
             st.pending += 1;
             self.idle_claims.fetch_add(1, Relaxed);
             drop(st);
@@ -401,14 +403,6 @@ impl Inner {
             let number = st.reserve_thread();
             drop(st);
             self.spawn_worker(number);
-        } else if st.unassigned() > st.capacity {
-            // Only after a shrink raced with this admission: refuse rather than overfill.
-            let entry = st.queue.pop_newest();
-            drop(st);
-            if let Some(entry) = entry {
-                self.fail_admitted(entry.job, self.full());
-            }
-            return None;
         } else {
             st.largest_queued = st.largest_queued.max(st.unassigned());
         }

@@ -73,3 +73,57 @@ fn shutdown_in_the_spawn_window_joins_the_new_worker() {
     assert_eq!(report.threads_joined, 1, "{report:?}");
     assert_eq!(report.still_running, 0, "{report:?}");
 }
+
+/// Polls `done` until it holds, yielding in between (no timing assumption: a hang is a
+/// test timeout, not a wrong answer).
+fn wait_until(mut done: impl FnMut() -> bool) {
+    while !done() {
+        std::thread::yield_now();
+    }
+}
+
+/// A call admitted while the pool still has a surplus idle thread (above a shrunk
+/// `max_threads`, not yet retired) is queued for it and runs; it used to be failed with
+/// `Full` after admission, since a surplus worker was never claimed and the queue (of 0)
+/// looked over capacity. The shrink is applied to the state without waking the idle
+/// workers, which holds the pool in that window for as long as the test needs.
+#[test]
+fn a_call_admitted_while_a_surplus_thread_is_idle_runs() {
+    let config = |max_threads| ThreadPoolConfig {
+        core_threads: max_threads,
+        max_threads,
+        queue_capacity: 0,
+        ..ThreadPoolConfig::default()
+    };
+    for round in 0..20 {
+        let pool = ThreadPoolBulkhead::new("surplus-idle", &config(2));
+        // Two workers, both idle: start two calls that meet, so both threads exist.
+        let barrier = Arc::new(std::sync::Barrier::new(2));
+        let warm: Vec<_> = (0..2)
+            .map(|_| {
+                let (pool, barrier) = (pool.clone(), Arc::clone(&barrier));
+                std::thread::spawn(move || pool.call((), |()| barrier.wait()).is_ok())
+            })
+            .collect();
+        assert!(warm.into_iter().all(|t| t.join().unwrap()));
+        let inner = pool.inner();
+        wait_until(|| inner.state.lock().idle.len() == 2);
+        // Shrink to one thread and no queue, as `resize` does, minus the wake-up.
+        {
+            let mut st = inner.state.lock();
+            st.max = 1;
+            st.core = 1;
+            inner.limit.store(1, SeqCst);
+        }
+        let result = pool.call(round, |n| n + 1).map_err(|r| r.error);
+        assert_eq!(result.ok(), Some(round + 1), "round {round}");
+        let c = inner.counters.counts();
+        assert_eq!((c.cancelled, c.refused.full), (0, 0), "{c:?}");
+        // The surplus thread retired; the one left is idle.
+        wait_until(|| {
+            let st = inner.state.lock();
+            st.threads == 1 && st.idle.len() == 1
+        });
+        pool.shutdown(Duration::from_secs(30));
+    }
+}
