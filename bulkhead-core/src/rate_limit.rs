@@ -19,9 +19,12 @@
 //!    change of `limit_for_period` (never above the new limit); a new `refresh_period`
 //!    starts a new cycle.
 //!
-//! Known limits: the cycle number is kept modulo 2³², so a limiter idle for 2³² periods
-//! (50 days at 1 ms) may refill one cycle late; a reservation whose waiter is dropped (a
-//! cancelled future) is not given back, as in Resilience4j.
+//! 4. A reservation whose waiter goes away before its period starts (a dropped async
+//!    caller) is given back ([`RateLimiter::give_back`]): the next caller can have it.
+//!    Resilience4j keeps it, so a burst of client time-outs used to spend a later period.
+//!
+//! Known limit: the cycle number is kept modulo 2³², so a limiter idle for 2³² periods
+//! (50 days at 1 ms) may refill one cycle late.
 
 use std::fmt;
 use std::sync::Arc;
@@ -220,6 +223,29 @@ impl RateLimiter {
                         self.origin + Duration::from_nanos(now.saturating_add(wait)),
                     );
                 }
+                Err(actual) => prev = actual,
+            }
+        }
+    }
+
+    /// Gives back a permission reserved with [`RateAdmission::WaitUntil`]`(reserved_for)`
+    /// whose caller no longer waits for it. Nothing happens once its period has started
+    /// (the permission counts as spent then), so a caller may call this whenever it gives
+    /// up. Never raises the permissions above `limit_for_period`.
+    pub fn give_back(&self, reserved_for: Instant) {
+        let mut prev = self.state.load(Acquire);
+        loop {
+            let limit = i64::from(self.limit.load(Acquire));
+            if limit == 0 || self.clock.now() >= reserved_for {
+                return;
+            }
+            let (cycle, permissions) = self.refreshed(prev, self.elapsed_nanos());
+            let back = pack(cycle, permissions.saturating_add(1).min(limit));
+            match self
+                .state
+                .compare_exchange_weak(prev, back, AcqRel, Acquire)
+            {
+                Ok(_) => return,
                 Err(actual) => prev = actual,
             }
         }

@@ -194,6 +194,47 @@ fn an_async_caller_waits_for_the_next_period_on_any_executor() {
 }
 
 #[test]
+fn a_reservation_given_back_before_its_period_is_free_again_and_not_after() {
+    let (clock, shared_clock) = manual_clock();
+    let limiter = RateLimiter::new(Some(&rate_limit(1, 1_000, 0)), shared_clock);
+    assert_eq!(limiter.reserve(Duration::ZERO), RateAdmission::Admitted);
+    let RateAdmission::WaitUntil(at) = limiter.reserve(SECOND) else {
+        panic!("the next period is within the timeout");
+    };
+    assert_eq!(limiter.available_permissions(), -1);
+    limiter.give_back(at);
+    assert_eq!(limiter.available_permissions(), 0);
+    // Reserved again; its period starts; giving it back now changes nothing (spent).
+    let RateAdmission::WaitUntil(at) = limiter.reserve(SECOND) else {
+        panic!("the next period is free again");
+    };
+    clock.advance(SECOND);
+    assert_eq!(limiter.available_permissions(), 0);
+    limiter.give_back(at);
+    assert_eq!(limiter.available_permissions(), 0);
+}
+
+#[test]
+fn a_dropped_async_caller_gives_its_reserved_permission_back() {
+    let (clock, shared_clock) = manual_clock();
+    let bulkhead = SemaphoreBulkhead::with_clock("feed", &semaphore(4, 0), shared_clock)
+        .with_rate_limit(Some(&rate_limit(1, 1_000, 1_000)));
+    assert_eq!(bulkhead.call(|| 1), Ok(1));
+    let mut gone = Box::pin(bulkhead.call_async(async { 2 }));
+    assert!(poll_once(&mut gone).is_pending());
+    assert_eq!(bulkhead.rate_limiter().available_permissions(), -1);
+    drop(gone);
+    // The next period's permission is free again: a later caller waits 1s for it instead
+    // of being refused (2s away would be beyond its timeout).
+    assert_eq!(bulkhead.rate_limiter().available_permissions(), 0);
+    let mut next = Box::pin(bulkhead.call_async(async { 3 }));
+    assert!(poll_once(&mut next).is_pending());
+    clock.advance(SECOND);
+    assert_eq!(poll_once(&mut next), Poll::Ready(Ok(3)));
+    assert_eq!(bulkhead.snapshot().calls.permitted, 2);
+}
+
+#[test]
 fn reload_raises_and_lowers_the_limit_at_once() {
     let (clock, shared_clock) = manual_clock();
     let limiter = RateLimiter::new(Some(&rate_limit(2, 1_000, 0)), shared_clock);

@@ -125,6 +125,26 @@ fn an_async_call_awaits_a_reserved_permission_without_blocking() {
     pool.shutdown(Duration::from_secs(10));
 }
 
+#[test]
+fn a_dropped_async_call_gives_its_reserved_permission_back() {
+    let (manual, clock) = manual_clock();
+    let pool = ThreadPoolBulkhead::with_clock("rate-drop", &pool_config(), clock)
+        .with_rate_limit(Some(&rate_limit(1, 100, 100)));
+    assert_eq!(pool.call(1, |i| i).unwrap(), 1);
+    let mut gone = pool.call_async(2, |i| async move { i });
+    assert!(matches!(poll_once(&mut gone), Poll::Pending));
+    assert_eq!(pool.rate_limiter().available_permissions(), -1);
+    drop(gone);
+    assert_eq!(pool.rate_limiter().available_permissions(), 0);
+    // Without the give-back this call would find the next period taken and be refused.
+    let mut next = pool.call_async(3, |i| async move { i });
+    assert!(matches!(poll_once(&mut next), Poll::Pending));
+    manual.advance(Duration::from_millis(100));
+    assert_eq!(futures_executor::block_on(next).unwrap(), 3);
+    assert_eq!(pool.snapshot().calls.permitted, 2);
+    pool.shutdown(Duration::from_secs(10));
+}
+
 fn config_with(rate: Option<(u32, u64)>) -> Config {
     let mut bulkhead = BulkheadConfig::thread_pool(pool_config());
     bulkhead.rate_limit = rate.map(|(limit, period)| rate_limit(limit, period, 0));

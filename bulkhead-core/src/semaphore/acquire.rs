@@ -31,8 +31,9 @@ pub struct Acquire<'a> {
 enum Stage {
     /// Not polled yet.
     Start,
-    /// Waiting for the period of a reserved rate-limit permission to start.
-    RateWait(Sleep),
+    /// Waiting for the period of a reserved rate-limit permission to start (at the
+    /// instant held, when `sleep` fires).
+    RateWait(Sleep, Instant),
     /// Past the rate limit: take a permit or queue for one.
     Permit,
     /// In the waiter queue since `start`, until `sleep` (the `max_wait` deadline) fires.
@@ -72,7 +73,7 @@ impl<'a> Future for Acquire<'a> {
                     self.stage = match shared.rate.reserve(shared.rate.timeout()) {
                         RateAdmission::Admitted => Stage::Permit,
                         RateAdmission::WaitUntil(at) => {
-                            Stage::RateWait(shared.clock.sleep_until(at))
+                            Stage::RateWait(shared.clock.sleep_until(at), at)
                         }
                         RateAdmission::Refused { retry_after } => {
                             let err = BulkheadError::RateLimited {
@@ -83,9 +84,9 @@ impl<'a> Future for Acquire<'a> {
                         }
                     };
                 }
-                Stage::RateWait(mut sleep) => {
+                Stage::RateWait(mut sleep, at) => {
                     if sleep.as_mut().poll(cx).is_pending() {
-                        self.stage = Stage::RateWait(sleep);
+                        self.stage = Stage::RateWait(sleep, at);
                         return Poll::Pending;
                     }
                     self.stage = Stage::Permit;
@@ -168,11 +169,14 @@ fn poll_queued(
 
 impl Drop for Acquire<'_> {
     fn drop(&mut self) {
-        if let Stage::Queued { waiter, .. } = &self.stage
-            && self.shared.leave_queue(waiter)
-        {
+        match &self.stage {
             // A permit was handed to us but never reached the caller: pass it on.
-            self.shared.release_slow();
+            Stage::Queued { waiter, .. } if self.shared.leave_queue(waiter) => {
+                self.shared.release_slow();
+            }
+            // A reserved rate-limit permission nobody will use: give it back.
+            Stage::RateWait(_, at) => self.shared.rate.give_back(*at),
+            _ => {}
         }
     }
 }
@@ -181,7 +185,7 @@ impl fmt::Debug for Acquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let stage = match self.stage {
             Stage::Start => "start",
-            Stage::RateWait(_) => "rate-wait",
+            Stage::RateWait(..) => "rate-wait",
             Stage::Permit => "permit",
             Stage::Queued { .. } => "queued",
             Stage::Done => "done",

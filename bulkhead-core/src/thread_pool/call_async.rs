@@ -35,8 +35,9 @@ pub struct CallAsync<I, F, Fut: Future> {
 
 enum State<I, F, Fut: Future> {
     Start(I, F),
-    /// A rate-limit permission of a coming period is reserved: waiting for it to start.
-    RateWait(I, F, Sleep),
+    /// A rate-limit permission of a coming period is reserved: waiting for it to start (at
+    /// the instant held, when the sleep fires).
+    RateWait(I, F, Sleep, Instant),
     /// Past the rate limit: admission to the pool.
     Admit(I, F),
     /// `on_full: { wait }`: waiting for room.
@@ -164,7 +165,7 @@ where
                             RateAdmission::Admitted => {}
                             RateAdmission::WaitUntil(at) => {
                                 let sleep = inner.rate.clock().sleep_until(at);
-                                this.state = State::RateWait(input, body, sleep);
+                                this.state = State::RateWait(input, body, sleep, at);
                                 continue;
                             }
                             RateAdmission::Refused { retry_after } => {
@@ -180,9 +181,9 @@ where
                     }
                     this.state = State::Admit(input, body);
                 }
-                State::RateWait(input, body, mut sleep) => {
+                State::RateWait(input, body, mut sleep, at) => {
                     if sleep.as_mut().poll(cx).is_pending() {
-                        this.state = State::RateWait(input, body, sleep);
+                        this.state = State::RateWait(input, body, sleep, at);
                         return Poll::Pending;
                     }
                     this.state = State::Admit(input, body);
@@ -304,6 +305,8 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
     fn drop(&mut self) {
         let inner = self.pool.inner();
         match &self.state {
+            // A reserved rate-limit permission nobody will use: give it back.
+            State::RateWait(.., at) => inner.rate.give_back(*at),
             State::Waiting {
                 ticket: Some(ticket),
                 ..
