@@ -14,129 +14,19 @@
 //! share, so it is not driven directly.)
 #![cfg(loom)]
 
-use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::task::{Context, Waker};
+use std::time::Duration;
 
 use bulkhead_config::SemaphoreConfig;
 use bulkhead_core::{BulkheadError, Clock, SemaphoreBulkhead, Sleep};
-use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use loom::sync::{Arc as LoomArc, Mutex};
+use loom::sync::Arc as LoomArc;
+use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
-/// Time that stands still until a model thread [`fire`](ModelClock::fire)s it; then every
-/// deadline has passed. Sleeps wake through loom, so a missed wake-up is a loom deadlock.
-#[derive(Clone)]
-struct ModelClock(std::sync::Arc<ClockState>);
+#[path = "support/loom_model.rs"]
+mod loom_model;
 
-struct ClockState {
-    base: Instant,
-    fired: AtomicBool,
-    sleepers: Mutex<Vec<Waker>>,
-}
-
-impl fmt::Debug for ModelClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ModelClock").finish_non_exhaustive()
-    }
-}
-
-impl ModelClock {
-    fn new() -> ModelClock {
-        ModelClock(std::sync::Arc::new(ClockState {
-            base: Instant::now(),
-            fired: AtomicBool::new(false),
-            sleepers: Mutex::new(Vec::new()),
-        }))
-    }
-
-    /// Every deadline passes now.
-    fn fire(&self) {
-        self.0.fired.store(true, SeqCst);
-        let sleepers = std::mem::take(&mut *self.0.sleepers.lock().unwrap());
-        for waker in sleepers {
-            waker.wake();
-        }
-    }
-}
-
-impl Clock for ModelClock {
-    fn now(&self) -> Instant {
-        if self.0.fired.load(SeqCst) {
-            self.0.base + Duration::from_secs(3600)
-        } else {
-            self.0.base
-        }
-    }
-
-    fn park_until(&self, _deadline: Instant) {
-        loom::thread::yield_now();
-    }
-
-    fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Box::pin(ModelSleep {
-            clock: self.clone(),
-            deadline,
-        })
-    }
-}
-
-/// The sleep of a [`ModelClock`].
-struct ModelSleep {
-    clock: ModelClock,
-    deadline: Instant,
-}
-
-impl Future for ModelSleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.clock.now() >= self.deadline {
-            return Poll::Ready(());
-        }
-        self.clock
-            .0
-            .sleepers
-            .lock()
-            .unwrap()
-            .push(cx.waker().clone());
-        // Fired between the look and the registration: `fire` may have missed this waker.
-        if self.clock.now() >= self.deadline {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-
-/// Polls `fut` on this loom thread, parking it (in loom) while pending: a future nobody
-/// wakes leaves the thread parked, and loom fails the model with a deadlock.
-fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(loom::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(std::sync::Arc::new(Unpark(loom::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let Poll::Ready(output) = fut.as_mut().poll(&mut cx) {
-            return output;
-        }
-        loom::thread::park();
-    }
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
-    }
-    builder.check(f);
-}
+use loom_model::{ModelClock, block_on, model};
 
 /// Spawns a thread that awaits a permit: `true` if it was admitted (and gave the permit
 /// back), `false` if it was refused with an error `expected` accepts; any other error fails

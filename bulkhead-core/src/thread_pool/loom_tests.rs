@@ -18,105 +18,23 @@
 //! lost wake-ups there that the real memory model rules out, so `room` calls
 //! `sync::seq_cst_fence_for_loom` (a no-op outside loom) between the two.
 
-use std::fmt;
 use std::future::Future;
 use std::sync::atomic::Ordering::SeqCst;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bulkhead_config::{OnFull, ThreadPoolConfig};
 use loom::sync::atomic::AtomicBool;
+
+#[path = "../../tests/support/loom_model.rs"]
+mod loom_model;
+
+use loom_model::{ModelClock, block_on, model};
 
 use super::super::ThreadPoolBulkhead;
 use super::Taken;
 use crate::clock::{Clock, Sleep};
 use crate::{BulkheadError, Refused};
-
-/// Time that stands still until [`fire`](ModelClock::fire)d; then every deadline passed.
-#[derive(Clone)]
-struct ModelClock(std::sync::Arc<ClockState>);
-
-struct ClockState {
-    base: Instant,
-    fired: AtomicBool,
-    sleepers: loom::sync::Mutex<Vec<Waker>>,
-}
-
-impl fmt::Debug for ModelClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ModelClock").finish_non_exhaustive()
-    }
-}
-
-impl ModelClock {
-    fn new() -> ModelClock {
-        ModelClock(std::sync::Arc::new(ClockState {
-            base: Instant::now(),
-            fired: AtomicBool::new(false),
-            sleepers: loom::sync::Mutex::new(Vec::new()),
-        }))
-    }
-
-    fn fire(&self) {
-        self.0.fired.store(true, SeqCst);
-        let sleepers = std::mem::take(&mut *self.0.sleepers.lock().unwrap());
-        sleepers.into_iter().for_each(Waker::wake);
-    }
-}
-
-impl Clock for ModelClock {
-    fn now(&self) -> Instant {
-        let passed = if self.0.fired.load(SeqCst) { 3600 } else { 0 };
-        self.0.base + Duration::from_secs(passed)
-    }
-
-    fn park_until(&self, _deadline: Instant) {
-        loom::thread::yield_now();
-    }
-
-    fn sleep_until(&self, deadline: Instant) -> Sleep {
-        let clock = self.clone();
-        Box::pin(std::future::poll_fn(move |cx| {
-            if clock.now() >= deadline {
-                return Poll::Ready(());
-            }
-            clock.0.sleepers.lock().unwrap().push(cx.waker().clone());
-            if clock.now() >= deadline {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            }
-        }))
-    }
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(2);
-    }
-    builder.check(f);
-}
-
-/// Polls `fut` on this loom thread, parking it in loom while pending: a future nobody wakes
-/// leaves the thread parked, and loom fails the model with a deadlock.
-fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(loom::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Waker::from(std::sync::Arc::new(Unpark(loom::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let Poll::Ready(output) = fut.as_mut().poll(&mut cx) {
-            return output;
-        }
-        loom::thread::park();
-    }
-}
 
 /// A pool of `max` threads (counted as started and busy: the model plays the worker) and a
 /// queue of `queue`, doing `on_full` when the queue is full.

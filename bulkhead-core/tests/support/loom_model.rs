@@ -1,0 +1,128 @@
+//! What the loom models share: a clock whose deadlines all pass when a model thread fires
+//! it, a `block_on` that parks the loom thread, and the model runner. Included by
+//! `tests/loom.rs` (the semaphore) and `src/thread_pool/loom_tests.rs` (the pool, which
+//! needs crate-private state), each of which imports `Clock` and `Sleep` for it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use loom::sync::Mutex;
+use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+use super::{Clock, Sleep};
+
+/// Time that stands still until a model thread [`fire`](ModelClock::fire)s it; then every
+/// deadline has passed. Sleeps wake through loom, so a missed wake-up is a loom deadlock.
+#[derive(Clone)]
+pub(crate) struct ModelClock(std::sync::Arc<ClockState>);
+
+struct ClockState {
+    base: Instant,
+    fired: AtomicBool,
+    sleepers: Mutex<Vec<Waker>>,
+}
+
+impl fmt::Debug for ModelClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelClock").finish_non_exhaustive()
+    }
+}
+
+impl ModelClock {
+    pub(crate) fn new() -> ModelClock {
+        ModelClock(std::sync::Arc::new(ClockState {
+            base: Instant::now(),
+            fired: AtomicBool::new(false),
+            sleepers: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Every deadline passes now.
+    pub(crate) fn fire(&self) {
+        self.0.fired.store(true, SeqCst);
+        let sleepers = std::mem::take(&mut *self.0.sleepers.lock().unwrap());
+        for waker in sleepers {
+            waker.wake();
+        }
+    }
+}
+
+impl Clock for ModelClock {
+    fn now(&self) -> Instant {
+        if self.0.fired.load(SeqCst) {
+            self.0.base + Duration::from_secs(3600)
+        } else {
+            self.0.base
+        }
+    }
+
+    fn park_until(&self, _deadline: Instant) {
+        loom::thread::yield_now();
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Box::pin(ModelSleep {
+            clock: self.clone(),
+            deadline,
+        })
+    }
+}
+
+/// The sleep of a [`ModelClock`].
+struct ModelSleep {
+    clock: ModelClock,
+    deadline: Instant,
+}
+
+impl Future for ModelSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.clock.now() >= self.deadline {
+            return Poll::Ready(());
+        }
+        self.clock
+            .0
+            .sleepers
+            .lock()
+            .unwrap()
+            .push(cx.waker().clone());
+        // Fired between the look and the registration: `fire` may have missed this waker.
+        if self.clock.now() >= self.deadline {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Polls `fut` on this loom thread, parking it (in loom) while pending: a future nobody
+/// wakes leaves the thread parked, and loom fails the model with a deadlock.
+pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(loom::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(std::sync::Arc::new(Unpark(loom::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(output) = fut.as_mut().poll(&mut cx) {
+            return output;
+        }
+        loom::thread::park();
+    }
+}
+
+pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(2);
+    }
+    builder.check(f);
+}
