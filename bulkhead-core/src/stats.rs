@@ -34,9 +34,12 @@ pub(crate) const REFUSAL_REASONS: [&str; 5] = [
     "shut_down",
 ];
 
+/// The index of `full` in [`REFUSAL_REASONS`] and [`Counters::refused`].
+pub(crate) const FULL: usize = 0;
+
 pub(crate) fn refusal_index(err: &BulkheadError) -> usize {
     match err {
-        BulkheadError::Full { .. } => 0,
+        BulkheadError::Full { .. } => FULL,
         BulkheadError::Timeout { .. } => 1,
         BulkheadError::QueueTimeout { .. } => 2,
         BulkheadError::RateLimited { .. } => 3,

@@ -110,7 +110,7 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let inner = this.pool.inner().clone();
+        let inner = &**this.pool.inner();
         let _span = this.span.enter();
         loop {
             if let State::Inline {
@@ -197,7 +197,13 @@ where
                         continue;
                     }
                     match inner.on_full() {
-                        OnFull::Abort => return this.refused(input, inner.full()),
+                        OnFull::Abort => {
+                            inner.refuse_full_fast();
+                            return Poll::Ready(Err(Refused {
+                                input,
+                                error: inner.full(),
+                            }));
+                        }
                         OnFull::Wait(wait) if wait.is_zero() => {
                             return this.refused(input, inner.full());
                         }

@@ -207,13 +207,44 @@ impl ThreadPoolBulkhead {
         R: Send,
     {
         let inner = self.inner();
-        // The call's span; the job captures it as the current span and enters it on the worker.
-        let span = inner.telemetry.call_span();
-        let _span = span.enter();
         if reentry::is_inside(inner.id()) {
+            let span = inner.telemetry.call_span();
+            let _span = span.enter();
             inner.counters.reentrant.fetch_add(1, Relaxed);
             return Ok(body(input));
         }
+        // The common case, decided without building anything: no rate limit, not shut down,
+        // and a free slot, or a refusal under `on_full: abort` built straight into the result.
+        if !inner.rate.is_enabled() && !inner.is_shut_down() {
+            if inner.try_admit() {
+                let span = inner.telemetry.call_span();
+                let _span = span.enter();
+                return self.run_admitted(input, body);
+            }
+            if inner.aborts_when_full() {
+                inner.refuse_full_fast();
+                return Err(Refused {
+                    input,
+                    error: inner.full(),
+                });
+            }
+        }
+        self.call_slow(input, body)
+    }
+
+    /// [`call`](Self::call) past its fast path: the rate limit, shut down, waiting for room
+    /// or running on the caller.
+    #[cold]
+    #[inline(never)]
+    fn call_slow<I, R>(&self, input: I, body: impl FnOnce(I) -> R + Send) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        let inner = self.inner();
+        // The call's span; the job captures it as the current span and enters it on the worker.
+        let span = inner.telemetry.call_span();
+        let _span = span.enter();
         // The rate limit before the queue (a shut-down pool refuses with `ShutDown` below).
         if inner.rate.is_enabled()
             && !inner.is_shut_down()
@@ -225,15 +256,26 @@ impl ThreadPoolBulkhead {
             });
         }
         match inner.admit_blocking() {
-            Ok(Admit::Pool) => {}
-            Ok(Admit::CallerRuns) => return Ok(inner.run_on_caller(input, body)),
-            Err(error) => {
-                return Err(Refused {
-                    input,
-                    error: inner.refuse(error),
-                });
-            }
+            Ok(Admit::Pool) => self.run_admitted(input, body),
+            Ok(Admit::CallerRuns) => Ok(inner.run_on_caller(input, body)),
+            Err(error) => Err(Refused {
+                input,
+                error: inner.refuse(error),
+            }),
         }
+    }
+
+    /// Runs an admitted call (its slot taken) on a worker, in the caller's current span.
+    fn run_admitted<I, R>(
+        &self,
+        input: I,
+        body: impl FnOnce(I) -> R + Send,
+    ) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        let inner = self.inner();
         inner.counters.permitted.fetch_add(1, Relaxed);
         inner.telemetry.on_permitted();
         let outcome = job::call_blocking(input, body, |job| {

@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::events::CallOutcome;
 use crate::rate_limit::RateLimiter;
 use crate::reentry::{self, BulkheadId};
-use crate::stats::Counters;
+use crate::stats::{self, Counters};
 use crate::sync::{Arc, AtomicBool, AtomicU8, AtomicU64, Mutex};
 use crate::telemetry::{Load, Telemetry};
 use crate::{BulkheadError, BulkheadName, Refused};
@@ -195,6 +195,7 @@ impl Inner {
         inner
     }
 
+    #[inline]
     pub(crate) fn id(&self) -> BulkheadId {
         self as *const Inner as BulkheadId
     }
@@ -212,6 +213,7 @@ impl Inner {
         self.on_full_mode.store(mode, Relaxed);
     }
 
+    #[inline]
     pub(crate) fn on_full(&self) -> OnFull {
         match self.on_full_mode.load(Relaxed) {
             ON_FULL_CALLER_RUNS => OnFull::CallerRuns,
@@ -222,16 +224,25 @@ impl Inner {
         }
     }
 
+    /// `on_full: abort`: a full pool refuses at once.
+    #[inline]
+    pub(crate) fn aborts_when_full(&self) -> bool {
+        self.on_full_mode.load(Relaxed) == ON_FULL_ABORT
+    }
+
+    #[inline]
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shut_down.load(Acquire)
     }
 
+    #[inline]
     pub(crate) fn full(&self) -> BulkheadError {
         BulkheadError::Full {
             name: self.name.clone(),
         }
     }
 
+    #[inline]
     pub(crate) fn shut_down_error(&self) -> BulkheadError {
         BulkheadError::ShutDown {
             name: self.name.clone(),
@@ -243,16 +254,40 @@ impl Inner {
     #[cold]
     pub(crate) fn refuse(&self, error: BulkheadError) -> BulkheadError {
         if self.telemetry.refusals_observed() {
-            self.telemetry.on_refused(&error, || {
-                let g = self.gauges();
-                Load {
-                    active: g.active,
-                    queued: g.queued,
-                    limit: g.max,
-                }
-            });
+            self.report_refusal(&error);
         }
         self.counters.refuse(error)
+    }
+
+    /// The WARN event and the listeners of one refusal, with the pool's load.
+    #[cold]
+    fn report_refusal(&self, error: &BulkheadError) {
+        self.telemetry.on_refused(error, || {
+            let g = self.gauges();
+            Load {
+                active: g.active,
+                queued: g.queued,
+                limit: g.max,
+            }
+        });
+    }
+
+    /// Counts and reports a `Full` refusal without taking the error the caller gets (which
+    /// the caller builds straight into its result): the report builds its own, and only
+    /// when someone observes refusals. Like the semaphore's, the WARN event carries the
+    /// bulkhead's name and kind as fields, outside a call span.
+    #[inline]
+    pub(crate) fn refuse_full_fast(&self) {
+        if self.telemetry.refusals_observed() {
+            self.report_full();
+        }
+        self.counters.refused[stats::FULL].fetch_add(1, Relaxed);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn report_full(&self) {
+        self.report_refusal(&self.full());
     }
 
     /// Takes a running-or-queued slot if one is free. Lock-free; never allocates.
