@@ -43,13 +43,13 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use bulkhead_core::{BulkheadError, SemaphoreBulkhead, retry_after_header_secs};
+use bulkhead_core::{BulkheadError, OwnedPermit, SemaphoreBulkhead, retry_after_header_secs};
 use http::{HeaderValue, StatusCode, header};
 use http_body::{Frame, SizeHint};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::tower::{Admit, OwnedPermit, ServiceError, admit};
+use crate::tower::{Admit, ServiceError, admit};
 
 /// A [`BulkheadError`] as an HTTP response (503 or 429 with `Retry-After`).
 ///
@@ -264,7 +264,12 @@ impl<B: http_body::Body> http_body::Body for PermitBody<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let mut this = self.project();
-        let frame = std::task::ready!(this.body.as_mut().poll_frame(cx));
+        // Streaming the body is still work under the permit: inside the bulkhead.
+        let polled = match this.permit.as_ref() {
+            Some(permit) => permit.in_scope(|| this.body.as_mut().poll_frame(cx)),
+            None => this.body.as_mut().poll_frame(cx),
+        };
+        let frame = std::task::ready!(polled);
         let finished = match &frame {
             Some(Ok(_)) => this.body.is_end_stream(),
             // The end of the body, or an error that ends it.

@@ -29,15 +29,17 @@
 //! * **The permit is held until the inner response future resolves**, or until the future
 //!   is dropped. For HTTP, where the response body is streamed after that, use
 //!   [`crate::axum::BulkheadLayer`], which holds the permit until the body is sent.
+//! * **The inner service runs inside the bulkhead.** It is called, and its response
+//!   polled, in the permit's scope ([`OwnedPermit::in_scope`]): a call it makes to the same
+//!   bulkhead (a `#[bulkhead]` function behind the route's own layer) runs inline on the
+//!   request's permit, counted re-entrant, instead of waiting for a second one.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
-use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+use bulkhead_core::{BulkheadError, OwnedPermit, SemaphoreBulkhead};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -161,7 +163,7 @@ where
 {
     let fresh = inner.clone();
     let ready = std::mem::replace(inner, fresh);
-    Admit::new(OwnedPermit::acquire(bulkhead.clone()), ready, request)
+    Admit::new(Box::pin(bulkhead.acquire_owned()), ready, request)
 }
 
 pin_project_lite::pin_project! {
@@ -192,9 +194,15 @@ impl<S: Service<Request>, Request> fmt::Debug for ResponseFuture<S, Request> {
     }
 }
 
+/// The future of [`SemaphoreBulkhead::acquire_owned`], boxed so the response future can
+/// name it.
+type AcquireOwned = Pin<Box<dyn Future<Output = Result<OwnedPermit, BulkheadError>> + Send>>;
+
 pin_project_lite::pin_project! {
     /// Awaits a permit, then calls the inner service and awaits its response, yielding the
-    /// response together with the still-held permit.
+    /// response together with the still-held permit. The inner service is called, and its
+    /// response polled, inside the bulkhead (`OwnedPermit::in_scope`): a call to the same
+    /// bulkhead made there runs inline instead of waiting for a second permit.
     #[project = AdmitProj]
     pub(crate) enum Admit<S: Service<Request>, Request> {
         Acquiring {
@@ -236,14 +244,18 @@ impl<S: Service<Request>, Request> Future for Admit<S, Request> {
                         }
                         (Ok(_), None) => panic!("bulkhead `Admit` polled after it completed"),
                     };
-                    let response = service.call(request);
+                    let response = permit.in_scope(|| service.call(request));
                     self.set(Admit::Calling {
                         response,
                         permit: Some(permit),
                     });
                 }
                 AdmitProj::Calling { response, permit } => {
-                    let outcome = std::task::ready!(response.poll(cx));
+                    let polled = match permit.as_ref() {
+                        Some(held) => held.in_scope(|| response.poll(cx)),
+                        None => panic!("bulkhead `Admit` polled after it completed"),
+                    };
+                    let outcome = std::task::ready!(polled);
                     let permit = permit.take();
                     self.set(Admit::Done);
                     return Poll::Ready(match (outcome, permit) {
@@ -254,74 +266,6 @@ impl<S: Service<Request>, Request> Future for Admit<S, Request> {
                 }
                 AdmitProj::Done => panic!("bulkhead `Admit` polled after it completed"),
             }
-        }
-    }
-}
-
-/// A permit that owns its share of the bulkhead, so it can outlive the call that took it
-/// (a response body streamed after the handler returned). Returned when dropped.
-///
-/// The permit is kept inside a suspended future that acquired it and then waits forever:
-/// dropping that future drops the permit, which returns it.
-pub(crate) struct OwnedPermit {
-    _holder: Holder,
-}
-
-/// The suspended future that owns a permit (see [`OwnedPermit`]).
-type Holder = Pin<Box<dyn Future<Output = Result<Never, BulkheadError>> + Send>>;
-
-/// The output of a future that never finishes successfully.
-pub(crate) enum Never {}
-
-impl OwnedPermit {
-    /// Awaits a permit of `bulkhead` for at most its `max_wait`.
-    pub(crate) fn acquire(bulkhead: SemaphoreBulkhead) -> AcquireOwned {
-        let admitted = Arc::new(AtomicBool::new(false));
-        let signal = Arc::clone(&admitted);
-        let holder = Box::pin(async move {
-            let _permit = bulkhead.acquire_async().await?;
-            signal.store(true, Ordering::Release);
-            loop {
-                std::future::pending::<()>().await;
-            }
-        });
-        AcquireOwned {
-            holder: Some(holder),
-            admitted,
-        }
-    }
-}
-
-impl fmt::Debug for OwnedPermit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedPermit").finish_non_exhaustive()
-    }
-}
-
-/// The future of [`OwnedPermit::acquire`].
-pub(crate) struct AcquireOwned {
-    holder: Option<Holder>,
-    admitted: Arc<AtomicBool>,
-}
-
-impl Future for AcquireOwned {
-    type Output = Result<OwnedPermit, BulkheadError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(holder) = self.holder.as_mut() else {
-            panic!("bulkhead `AcquireOwned` polled after it completed");
-        };
-        match holder.as_mut().poll(cx) {
-            Poll::Ready(Err(err)) => {
-                self.holder = None;
-                Poll::Ready(Err(err))
-            }
-            Poll::Ready(Ok(never)) => match never {},
-            Poll::Pending if self.admitted.load(Ordering::Acquire) => match self.holder.take() {
-                Some(holder) => Poll::Ready(Ok(OwnedPermit { _holder: holder })),
-                None => Poll::Pending,
-            },
-            Poll::Pending => Poll::Pending,
         }
     }
 }

@@ -291,3 +291,31 @@ fn refusals_map_to_503_or_429_with_a_computed_retry_after() {
         );
     }
 }
+
+/// The inner service runs inside the bulkhead: a call it makes to the same bulkhead (a
+/// `#[bulkhead]` function, a client wrapped twice) runs inline on the request's permit
+/// instead of being refused for want of a second one.
+#[tokio::test]
+async fn a_call_to_the_same_bulkhead_from_the_inner_service_runs_inline() {
+    let ledger = bulkhead("ledger-reentry", 1, Duration::ZERO);
+    let service = ServiceBuilder::new()
+        .layer(BulkheadLayer::new(ledger.clone()))
+        .service_fn({
+            let ledger = ledger.clone();
+            move |entry: u32| {
+                // Made while the service is called, and again while its future is polled.
+                let called = ledger.call(|| entry);
+                let ledger = ledger.clone();
+                async move {
+                    tokio::task::yield_now().await;
+                    let polled = ledger.call(|| entry + 1);
+                    Ok::<_, BulkheadError>((called?, polled?))
+                }
+            }
+        });
+    let answered = service.oneshot(41).await;
+    assert!(matches!(answered, Ok((41, 42))), "{answered:?}");
+    let calls = ledger.snapshot().calls;
+    assert_eq!((calls.permitted, calls.reentrant), (1, 2), "{calls:?}");
+    assert_eq!(ledger.available(), 1);
+}

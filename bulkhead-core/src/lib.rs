@@ -35,7 +35,9 @@ pub use registry::{
     Bulkhead, BulkheadShutdown, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
     registry,
 };
-pub use semaphore::{Acquire, AsyncPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown};
+pub use semaphore::{
+    Acquire, AsyncPermit, OwnedPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown,
+};
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};
 pub use telemetry::{BUCKETS, HistogramSnapshot, SaturationLevel};
 pub use thread_pool::{CallAsync, ShutdownReport, ThreadPoolBulkhead};

@@ -551,3 +551,79 @@ fn stress_with_panics_and_cancellations_keeps_every_invariant() {
         (LIMIT, 0, 0)
     );
 }
+
+// ---------------------------------------------------------------- owned permits
+
+fn assert_send_static<T: Send + 'static>(_: &T) {}
+
+#[test]
+fn an_owned_permit_outlives_its_caller_and_returns_on_drop() {
+    let (bulkhead, _clock) = manual("owned", 1, 0);
+    let acquire = bulkhead.acquire_owned();
+    assert_send_static(&acquire);
+    let permit = futures_executor::block_on(acquire).unwrap();
+    assert_send_static(&permit);
+    assert!(!permit.is_reentrant());
+    assert_eq!(bulkhead.available(), 0);
+    // Held on another thread after the call that took it returned; the bulkhead is full.
+    let holder = std::thread::spawn(move || permit);
+    let permit = holder.join().unwrap();
+    assert!(matches!(
+        bulkhead.call(|| ()),
+        Err(BulkheadError::Full { .. })
+    ));
+    drop(permit);
+    assert_eq!(bulkhead.available(), 1);
+    let calls = bulkhead.snapshot().calls;
+    assert_eq!((calls.permitted, calls.completed), (1, 1), "{calls:?}");
+}
+
+#[test]
+fn work_in_an_owned_permits_scope_calls_the_same_bulkhead_inline() {
+    let (bulkhead, _clock) = manual("owned-scope", 1, 0);
+    let permit = futures_executor::block_on(bulkhead.acquire_owned()).unwrap();
+    // Inside: the nested call runs on the permit held, not refused for want of a second.
+    assert_eq!(permit.in_scope(|| bulkhead.call(|| 7)), Ok(7));
+    // Outside the scope the thread is a newcomer again.
+    assert!(matches!(
+        bulkhead.call(|| 7),
+        Err(BulkheadError::Full { .. })
+    ));
+    drop(permit);
+    let calls = bulkhead.snapshot().calls;
+    assert_eq!((calls.permitted, calls.reentrant), (1, 1), "{calls:?}");
+}
+
+#[test]
+fn an_owned_permit_dropped_by_a_panic_counts_panicked() {
+    let (bulkhead, _clock) = manual("owned-panic", 1, 0);
+    let permit = futures_executor::block_on(bulkhead.acquire_owned()).unwrap();
+    let unwound = catch_unwind(AssertUnwindSafe(move || {
+        let _permit = permit;
+        panic!("the work under the permit failed");
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(bulkhead.available(), 1);
+    let calls = bulkhead.snapshot().calls;
+    assert_eq!((calls.permitted, calls.panicked), (1, 1), "{calls:?}");
+}
+
+#[test]
+fn a_dropped_owned_acquire_leaves_the_queue_and_a_refused_one_gets_the_error() {
+    let (bulkhead, clock) = manual("owned-wait", 1, 100);
+    let held = hold(&bulkhead);
+    let mut waiting = Box::pin(bulkhead.acquire_owned());
+    assert!(poll_once(&mut waiting).is_pending());
+    assert_eq!(bulkhead.snapshot().waiting, 1);
+    drop(waiting);
+    assert_eq!(bulkhead.snapshot().waiting, 0);
+    let mut timing_out = Box::pin(bulkhead.acquire_owned());
+    assert!(poll_once(&mut timing_out).is_pending());
+    clock.advance(Duration::from_millis(100));
+    match poll_once(&mut timing_out) {
+        Poll::Ready(Err(BulkheadError::Timeout { .. })) => {}
+        other => panic!("expected a Timeout, got {other:?}"),
+    }
+    drop(held);
+    assert_eq!(bulkhead.available(), 1);
+}

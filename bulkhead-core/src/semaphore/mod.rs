@@ -93,7 +93,7 @@ mod permit;
 
 pub use acquire::Acquire;
 use permit::RawPermit;
-pub use permit::{AsyncPermit, Permit, RunAsync};
+pub use permit::{AsyncPermit, OwnedPermit, Permit, RunAsync};
 
 /// Low bits of `state` used for flags; the permit count sits above them.
 const FLAG_BITS: u32 = 2;
@@ -356,6 +356,20 @@ impl SemaphoreBulkhead {
     /// ```
     pub fn acquire_async(&self) -> Acquire<'_> {
         Acquire::new(&self.shared)
+    }
+
+    /// Takes a permit like [`acquire_async`](Self::acquire_async), as an [`OwnedPermit`]
+    /// that holds its own handle to this bulkhead, so it is `'static` and can outlive the
+    /// caller (a streamed response body, a spawned task). The future is `'static` too.
+    pub fn acquire_owned(
+        &self,
+    ) -> impl Future<Output = Result<OwnedPermit, BulkheadError>> + Send + 'static {
+        let bulkhead = self.clone();
+        async move {
+            let permit = bulkhead.acquire_async().await?;
+            let permit = OwnedPermit::new(bulkhead.clone(), permit);
+            Ok(permit)
+        }
     }
 
     /// Runs `body` on this thread while holding a permit (waiting at most `max_wait` for one).

@@ -8,12 +8,13 @@
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
-use super::Shared;
+use super::{SemaphoreBulkhead, Shared};
 use crate::events::CallOutcome;
 use crate::reentry::{self, BulkheadId};
 use crate::telemetry::CallScope;
@@ -51,25 +52,31 @@ impl<'a> RawPermit<'a> {
 impl Drop for RawPermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        let scope = self.scope.take();
-        if !self.held {
-            return;
-        }
-        // `completed` is not counted here: the snapshot derives it (admitted calls that are
-        // over and neither panicked nor cancelled), keeping one atomic add off the fast path.
-        let outcome = if std::thread::panicking() {
-            self.shared.counters.panicked.fetch_add(1, Relaxed);
-            CallOutcome::Panicked
-        } else if self.cancelled {
-            self.shared.counters.cancelled.fetch_add(1, Relaxed);
-            CallOutcome::Cancelled
-        } else {
-            CallOutcome::Completed
-        };
-        self.shared.release();
-        if let Some(scope) = scope {
-            self.shared.telemetry.on_finished(scope.started, outcome);
-        }
+        finish(self.shared, self.held, self.cancelled, self.scope.take());
+    }
+}
+
+/// Counts the outcome of a call that held a permit and returns the permit; a re-entrant
+/// permit (`held: false`) returns nothing.
+#[inline]
+fn finish(shared: &Shared, held: bool, cancelled: bool, scope: Option<Box<CallScope>>) {
+    if !held {
+        return;
+    }
+    // `completed` is not counted here: the snapshot derives it (admitted calls that are
+    // over and neither panicked nor cancelled), keeping one atomic add off the fast path.
+    let outcome = if std::thread::panicking() {
+        shared.counters.panicked.fetch_add(1, Relaxed);
+        CallOutcome::Panicked
+    } else if cancelled {
+        shared.counters.cancelled.fetch_add(1, Relaxed);
+        CallOutcome::Cancelled
+    } else {
+        CallOutcome::Completed
+    };
+    shared.release();
+    if let Some(scope) = scope {
+        shared.telemetry.on_finished(scope.started, outcome);
     }
 }
 
@@ -160,6 +167,16 @@ impl<'a> AsyncPermit<'a> {
     }
 }
 
+impl AsyncPermit<'_> {
+    /// Whether it holds a permit, and its call's scope; the permit itself is forgotten
+    /// (with its scope taken, nothing of it is left to drop), for an [`OwnedPermit`] to
+    /// hold instead.
+    fn into_parts(self) -> (bool, Option<Box<CallScope>>) {
+        let mut raw = ManuallyDrop::new(self.raw);
+        (raw.held, raw.scope.take())
+    }
+}
+
 impl fmt::Debug for AsyncPermit<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AsyncPermit")
@@ -222,5 +239,82 @@ impl<F> fmt::Debug for RunAsync<'_, F> {
         f.debug_struct("RunAsync")
             .field("permit", &self.permit)
             .finish_non_exhaustive()
+    }
+}
+
+/// A permit that owns a handle to its bulkhead, from
+/// [`SemaphoreBulkhead::acquire_owned`]: `'static` and `Send`, so it can outlive the call
+/// that took it (a response body streamed after the handler returned) or move into a
+/// spawned task. Returned when dropped; the call counts as `completed` then (`panicked` if
+/// dropped while a panic unwinds).
+///
+/// Like an [`AsyncPermit`] it marks no thread by itself: wrap each piece of work done under
+/// it (each poll) in [`in_scope`](Self::in_scope), so a nested call to the same bulkhead
+/// runs inline instead of waiting for a second permit.
+///
+/// ```
+/// use bulkhead_config::SemaphoreConfig;
+/// use bulkhead_core::SemaphoreBulkhead;
+///
+/// let config = SemaphoreConfig { max_concurrent_calls: 1, ..SemaphoreConfig::default() };
+/// let uploads = SemaphoreBulkhead::new("uploads", &config);
+/// let permit = futures_executor::block_on(uploads.acquire_owned()).unwrap();
+/// let worker = std::thread::spawn(move || {
+///     // Inside the bulkhead: a nested call runs inline on the permit held.
+///     permit.in_scope(|| permit.bulkhead().call(|| "nested").unwrap())
+/// });
+/// assert_eq!(worker.join().unwrap(), "nested");
+/// assert_eq!(uploads.available(), 1);
+/// ```
+#[must_use = "the permit is returned as soon as it is dropped"]
+pub struct OwnedPermit {
+    bulkhead: SemaphoreBulkhead,
+    held: bool,
+    scope: Option<Box<CallScope>>,
+}
+
+impl OwnedPermit {
+    /// The owned form of `permit`, a permit of `bulkhead`.
+    pub(super) fn new(bulkhead: SemaphoreBulkhead, permit: AsyncPermit<'_>) -> Self {
+        debug_assert!(std::ptr::eq(permit.raw.shared, &*bulkhead.shared));
+        let (held, scope) = permit.into_parts();
+        OwnedPermit {
+            bulkhead,
+            held,
+            scope,
+        }
+    }
+
+    /// True when this permit was given to a re-entrant call (see [`Permit::is_reentrant`]).
+    pub fn is_reentrant(&self) -> bool {
+        !self.held
+    }
+
+    /// The bulkhead this permit belongs to.
+    pub fn bulkhead(&self) -> &SemaphoreBulkhead {
+        &self.bulkhead
+    }
+
+    /// Runs `f` on this thread inside the bulkhead: marked as entered (a call to the same
+    /// bulkhead made by `f` runs inline) and in the call's span, if tracing records it.
+    pub fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _inside = reentry::enter(self.bulkhead.shared.id());
+        let _span = self.scope.as_ref().map(|scope| scope.span.enter());
+        f()
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        finish(&self.bulkhead.shared, self.held, false, self.scope.take());
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("bulkhead", &self.bulkhead.shared.name)
+            .field("reentrant", &self.is_reentrant())
+            .finish()
     }
 }
