@@ -125,8 +125,9 @@ pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, pro
 /// `Result<T, E>` with `E: From<BulkheadError>`, and returns `Err(error.into())`. With
 /// `fallback = path`, the fallback is called with the function's arguments (for methods,
 /// `self` first: `fallback = Self::cached`) followed by the [`BulkheadError`], and must
-/// return the function's return type (for an `async fn`, its output; the fallback is not
-/// async). The compiler checks the fallback's signature.
+/// return the function's return type. For an `async fn` the fallback may be an `async fn`
+/// too (a cache read over the network), whose output is awaited, or a plain function
+/// returning the output. The compiler checks the fallback's signature.
 ///
 /// ```
 /// use bulkhead::{BulkheadError, bulkhead};

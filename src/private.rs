@@ -195,13 +195,71 @@ where
     args.call(fallback, error)
 }
 
+/// What an `async fn`'s fallback returned, before the expansion uses it: a future (from an
+/// `async fn` fallback), awaited, or a value (from a plain one), used as is.
+///
+/// The choice is made where the types are known, by method resolution: `(&mut
+/// FallbackReturn::new(r)).__bulkhead_fallback()` finds [`AwaitFallback`] (on
+/// `FallbackReturn<F>`, for `F: Future`) before autoref reaches [`ReadyFallback`] (on
+/// `&mut FallbackReturn<T>`, any `T`). A fallback returning a type parameter is taken
+/// as a value.
+pub struct FallbackReturn<T>(Option<T>);
+
+impl<T> FallbackReturn<T> {
+    /// Holds what the fallback returned.
+    #[inline]
+    pub fn new(returned: T) -> Self {
+        FallbackReturn(Some(returned))
+    }
+
+    #[inline]
+    fn take(&mut self) -> T {
+        match self.0.take() {
+            Some(returned) => returned,
+            None => unreachable!("a fallback's return value is used once"),
+        }
+    }
+}
+
+/// A fallback that returned a future: it is awaited.
+pub trait AwaitFallback {
+    /// The future returned.
+    type Future;
+    /// Hands the future over.
+    fn __bulkhead_fallback(&mut self) -> Self::Future;
+}
+
+impl<F: Future> AwaitFallback for FallbackReturn<F> {
+    type Future = F;
+    #[inline]
+    fn __bulkhead_fallback(&mut self) -> F {
+        self.take()
+    }
+}
+
+/// A fallback that returned a value: it is used as is (through a ready future).
+pub trait ReadyFallback {
+    /// A future ready with the value.
+    type Future;
+    /// Wraps the value in a ready future.
+    fn __bulkhead_fallback(&mut self) -> Self::Future;
+}
+
+impl<T> ReadyFallback for &mut FallbackReturn<T> {
+    type Future = std::future::Ready<T>;
+    #[inline]
+    fn __bulkhead_fallback(&mut self) -> std::future::Ready<T> {
+        std::future::ready(self.take())
+    }
+}
+
 /// The arguments of a refused call, which a fallback `F` returning `R` must accept
 /// (followed by the [`BulkheadError`]).
 #[diagnostic::on_unimplemented(
     message = "`{F}` cannot be this function's fallback",
     label = "a fallback must take the arguments `{Self}`, then a `bulkhead::BulkheadError`, and return `{R}`",
     note = "a fallback receives the refused call's arguments (`self` first, for methods: `fallback = Self::name`) followed by the error, and returns what the function returns",
-    note = "for an `async fn`, the fallback is a plain (not async) function returning the `async fn`'s output type"
+    note = "for an `async fn`, the fallback may be an `async fn` or a plain function; either way it produces the `async fn`'s output type"
 )]
 pub trait FallbackArgs<F, R> {
     /// Calls `fallback` with these arguments and `error`.

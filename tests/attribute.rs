@@ -237,6 +237,81 @@ fn fallback_receives_the_arguments_and_the_refusal() {
 }
 
 // ---------------------------------------------------------------------------------------
+// An `async fn`'s fallback may be an `async fn` itself (a cache read over the network): it
+// gets the arguments and the error, and what it returns is awaited.
+
+#[bulkhead("attr-async-fallback", fallback = cached_quote)]
+async fn quote(
+    sku: String,
+    inside: tokio::sync::mpsc::UnboundedSender<()>,
+    release: Arc<tokio::sync::Semaphore>,
+) -> String {
+    inside.send(()).unwrap();
+    release.acquire().await.unwrap().forget();
+    format!("live {sku}")
+}
+
+async fn cached_quote(
+    sku: String,
+    _inside: tokio::sync::mpsc::UnboundedSender<()>,
+    _release: Arc<tokio::sync::Semaphore>,
+    refused: BulkheadError,
+) -> String {
+    tokio::task::yield_now().await;
+    format!("cached {sku} ({})", refused.reason())
+}
+
+#[bulkhead("attr-async-pool-fallback", fallback = cached_report)]
+async fn report(
+    id: u32,
+    inside: tokio::sync::mpsc::UnboundedSender<()>,
+    release: Arc<tokio::sync::Semaphore>,
+) -> String {
+    inside.send(()).unwrap();
+    release.acquire().await.unwrap().forget();
+    format!("report {id}")
+}
+
+async fn cached_report(
+    id: u32,
+    _inside: tokio::sync::mpsc::UnboundedSender<()>,
+    _release: Arc<tokio::sync::Semaphore>,
+    refused: BulkheadError,
+) -> String {
+    tokio::task::yield_now().await;
+    format!(
+        "cached report {id} ({} on {})",
+        refused.reason(),
+        refused.name()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_fallback_is_awaited_with_the_arguments_and_the_refusal() {
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let (inside, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let live_quote = tokio::spawn(quote("pear".into(), inside.clone(), release.clone()));
+    let live_report = tokio::spawn(report(7, inside.clone(), release.clone()));
+    entered.recv().await.unwrap();
+    entered.recv().await.unwrap();
+
+    // Both bulkheads are full: the fallbacks answer, awaited.
+    assert_eq!(
+        quote("fig".into(), inside.clone(), release.clone()).await,
+        "cached fig (full)"
+    );
+    assert_eq!(
+        report(8, inside.clone(), release.clone()).await,
+        "cached report 8 (full on attr-async-pool-fallback)"
+    );
+    assert!(entered.try_recv().is_err());
+
+    release.add_permits(2);
+    assert_eq!(live_quote.await.unwrap(), "live pear");
+    assert_eq!(live_report.await.unwrap(), "report 7");
+}
+
+// ---------------------------------------------------------------------------------------
 // Re-entry the compiler cannot see (another module) runs inline, counted, never deadlocks.
 
 mod reports {

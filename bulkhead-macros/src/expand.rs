@@ -375,9 +375,28 @@ fn expand(
     };
     // The helpers' paths are spanned at the user's tokens (the fallback's path, the return
     // type), so a type error from their bounds is reported there.
+    // An `async fn`'s fallback may be an `async fn` too: what it returns is awaited if it
+    // is a future and used as is otherwise (chosen by method resolution, see
+    // `__private::FallbackReturn`), so its return type is left to inference here.
     let call_fallback = |path: &syn::Path, args: &[TokenStream]| {
-        quote_spanned! {path.span()=>
-            ::bulkhead::__private::fallback::<_, _, #fallback_output>(#path, (#(#args,)*), #error)
+        if is_async {
+            quote_spanned! {path.span()=>
+                {
+                    // One of the two is used, depending on what the fallback returns.
+                    #[allow(unused_imports)]
+                    use ::bulkhead::__private::{AwaitFallback as _, ReadyFallback as _};
+                    let __bulkhead_fallback = (&mut ::bulkhead::__private::FallbackReturn::new(
+                        ::bulkhead::__private::fallback::<_, _, _>(#path, (#(#args,)*), #error),
+                    ))
+                        .__bulkhead_fallback();
+                    let __bulkhead_fallback_output: #fallback_output = __bulkhead_fallback.await;
+                    __bulkhead_fallback_output
+                }
+            }
+        } else {
+            quote_spanned! {path.span()=>
+                ::bulkhead::__private::fallback::<_, _, #fallback_output>(#path, (#(#args,)*), #error)
+            }
         }
     };
     let refusal = match fallback {

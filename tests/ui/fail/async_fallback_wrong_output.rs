@@ -1,0 +1,13 @@
+//! An `async fn` whose fallback (here an `async fn` too) produces another type.
+use bulkhead::{BulkheadError, bulkhead};
+
+#[bulkhead("recommendations", fallback = stale)]
+async fn recommend(user: u64) -> Vec<u64> {
+    vec![user]
+}
+
+async fn stale(_user: u64, _: BulkheadError) -> Option<u64> {
+    None
+}
+
+fn main() {}
