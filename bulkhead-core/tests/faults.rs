@@ -62,6 +62,16 @@ fn assert_semaphore_at_rest(bulkhead: &SemaphoreBulkhead) {
     assert_reconciled(&s);
 }
 
+/// Occupies one of `pool`'s threads with a call blocked on `gate`; returns once it runs.
+fn occupy(pool: &ThreadPoolBulkhead, gate: &Gate) -> thread::JoinHandle<Result<(), Refused<()>>> {
+    let busy = {
+        let (pool, gate) = (pool.clone(), gate.clone());
+        thread::spawn(move || pool.call((), move |()| gate.wait()))
+    };
+    wait_until(|| pool.snapshot().active == 1);
+    busy
+}
+
 /// A pool at rest: nothing running or queued, nobody waiting for room, every call accounted.
 fn assert_pool_at_rest(pool: &ThreadPoolBulkhead) {
     wait_until(|| {
@@ -133,13 +143,16 @@ fn semaphore_async_body_panicking_at_each_stage_returns_the_permit_and_counts_pa
     }
 }
 
-#[test]
-fn semaphore_async_body_panic_caught_around_poll_is_counted_panicked_not_cancelled() {
+/// For each panic stage, `poll_caught` drives a body that panics, in a fresh one-permit
+/// bulkhead, catching the panic around the poll (true if it did): the call is counted
+/// `panicked`, not `cancelled`, and nothing is held.
+fn caught_panic_counts_panicked(
+    name: &str,
+    poll_caught: impl Fn(&SemaphoreBulkhead, PanicAt) -> bool,
+) {
     for at in [PanicAt::FirstPoll, PanicAt::AfterAwait] {
-        let bulkhead = SemaphoreBulkhead::new("caught", &semaphore(1, 0));
-        assert!(poll_catching_then_drop(
-            bulkhead.call_async(panicking_body(at))
-        ));
+        let bulkhead = SemaphoreBulkhead::new(name, &semaphore(1, 0));
+        assert!(poll_caught(&bulkhead, at), "{at:?}: the body panicked");
         assert_semaphore_at_rest(&bulkhead);
         let c = bulkhead.snapshot().calls;
         assert_eq!((c.panicked, c.cancelled), (1, 0), "{at:?}: {c:?}");
@@ -147,17 +160,18 @@ fn semaphore_async_body_panic_caught_around_poll_is_counted_panicked_not_cancell
 }
 
 #[test]
+fn semaphore_async_body_panic_caught_around_poll_is_counted_panicked_not_cancelled() {
+    caught_panic_counts_panicked("caught", |bulkhead, at| {
+        poll_catching_then_drop(bulkhead.call_async(panicking_body(at)))
+    });
+}
+
+#[test]
 fn semaphore_run_async_body_panic_caught_around_poll_is_counted_panicked_not_cancelled() {
-    for at in [PanicAt::FirstPoll, PanicAt::AfterAwait] {
-        let bulkhead = SemaphoreBulkhead::new("caught-run", &semaphore(1, 0));
+    caught_panic_counts_panicked("caught-run", |bulkhead, at| {
         let permit = block_on(bulkhead.acquire_async()).unwrap();
-        assert!(poll_catching_then_drop(
-            permit.run_async(panicking_body(at))
-        ));
-        assert_semaphore_at_rest(&bulkhead);
-        let c = bulkhead.snapshot().calls;
-        assert_eq!((c.panicked, c.cancelled), (1, 0), "{at:?}: {c:?}");
-    }
+        poll_catching_then_drop(permit.run_async(panicking_body(at)))
+    });
 }
 
 #[test]
@@ -341,11 +355,7 @@ fn pool_caller_runs_async_body_panic_caught_around_poll_is_counted_panicked() {
             ..pool_config(1, 1, 0)
         },
     );
-    let busy = {
-        let (pool, gate) = (pool.clone(), gate.clone());
-        thread::spawn(move || pool.call((), move |()| gate.wait()))
-    };
-    wait_until(|| pool.snapshot().active == 1);
+    let busy = occupy(&pool, &gate);
     let call = pool.call_async(PanicAt::FirstPoll, panicking_body);
     assert!(poll_catching_then_drop(call));
     gate.open();
@@ -359,11 +369,7 @@ fn pool_caller_runs_async_body_panic_caught_around_poll_is_counted_panicked() {
 fn pool_panicking_fallback_after_a_refusal_gets_the_input_and_holds_nothing() {
     let gate = Gate::default();
     let pool = ThreadPoolBulkhead::new("fallback", &pool_config(1, 1, 0));
-    let busy = {
-        let (pool, gate) = (pool.clone(), gate.clone());
-        thread::spawn(move || pool.call((), move |()| gate.wait()))
-    };
-    wait_until(|| pool.snapshot().active == 1);
+    let busy = occupy(&pool, &gate);
     let caught = catch_unwind(AssertUnwindSafe(|| {
         match pool.call(String::from("order-7"), |s| s) {
             Ok(s) => s,
@@ -471,11 +477,7 @@ fn pool_admitted_calls_are_not_refused_while_a_worker_fails_a_stale_task() {
         };
         let pool = ThreadPoolBulkhead::with_clock("stale", &config, shared);
         let (busy_gate, entered, release) = (Gate::default(), Gate::default(), Gate::default());
-        let busy = {
-            let (pool, gate) = (pool.clone(), busy_gate.clone());
-            thread::spawn(move || pool.call((), move |()| gate.wait()))
-        };
-        wait_until(|| pool.snapshot().active == 1);
+        let busy = occupy(&pool, &busy_gate);
         let stale = {
             let pool = pool.clone();
             let guard = BlockOnDrop {
@@ -531,11 +533,7 @@ fn pool_call_async_dropped_at_every_stage_releases_its_slot_and_is_counted_once(
         shared,
     );
     // Occupy the only thread so the next call queues and the one after waits for room.
-    let busy = {
-        let (pool, gate) = (pool.clone(), gate.clone());
-        thread::spawn(move || pool.call((), move |()| gate.wait()))
-    };
-    wait_until(|| pool.snapshot().active == 1);
+    let busy = occupy(&pool, &gate);
     let mut queued = Box::pin(pool.call_async(0u32, |n| async move { n }));
     assert!(poll_once(&mut queued).is_pending());
     let mut waiting = Box::pin(pool.call_async(1u32, |n| async move { n }));
@@ -588,11 +586,7 @@ fn pool_queue_and_keep_alive_survive_the_clock_jumping_years_ahead() {
         },
         shared,
     );
-    let busy = {
-        let (pool, gate) = (pool.clone(), gate.clone());
-        thread::spawn(move || pool.call((), move |()| gate.wait()))
-    };
-    wait_until(|| pool.snapshot().active == 1);
+    let busy = occupy(&pool, &gate);
     let queued: Vec<_> = (0..2u32)
         .map(|i| {
             let pool = pool.clone();
