@@ -236,10 +236,11 @@ impl RateLimiter {
         let mut prev = self.state.load(Acquire);
         loop {
             let limit = i64::from(self.limit.load(Acquire));
-            if limit == 0 || self.clock.now() >= reserved_for {
+            let now = self.clock.now();
+            if limit == 0 || now >= reserved_for {
                 return;
             }
-            let (cycle, permissions) = self.refreshed(prev, self.elapsed_nanos());
+            let (cycle, permissions) = self.refreshed(prev, self.nanos_since_origin(now));
             let back = pack(cycle, permissions.saturating_add(1).min(limit));
             match self
                 .state
@@ -292,7 +293,12 @@ impl RateLimiter {
 
     /// Nanoseconds since the limiter was created, by its clock.
     fn elapsed_nanos(&self) -> u64 {
-        duration_nanos(self.clock.now().saturating_duration_since(self.origin))
+        self.nanos_since_origin(self.clock.now())
+    }
+
+    /// Nanoseconds from the limiter's creation to `at`.
+    fn nanos_since_origin(&self, at: Instant) -> u64 {
+        duration_nanos(at.saturating_duration_since(self.origin))
     }
 
     /// The current cycle and the permissions left in it, refilling `state` as of `now`.

@@ -36,6 +36,8 @@ pub(crate) const REFUSAL_REASONS: [&str; 5] = [
 
 /// The index of `full` in [`REFUSAL_REASONS`] and [`Counters::refused`].
 pub(crate) const FULL: usize = 0;
+/// The index of `shut_down` in [`REFUSAL_REASONS`] and [`Counters::refused`].
+pub(crate) const SHUT_DOWN: usize = 4;
 
 pub(crate) fn refusal_index(err: &BulkheadError) -> usize {
     match err {
@@ -43,7 +45,7 @@ pub(crate) fn refusal_index(err: &BulkheadError) -> usize {
         BulkheadError::Timeout { .. } => 1,
         BulkheadError::QueueTimeout { .. } => 2,
         BulkheadError::RateLimited { .. } => 3,
-        BulkheadError::ShutDown { .. } => 4,
+        BulkheadError::ShutDown { .. } => SHUT_DOWN,
     }
 }
 

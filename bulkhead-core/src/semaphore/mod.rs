@@ -80,7 +80,7 @@ use crate::clock::{Clock, duration_nanos, system_clock};
 use crate::rate_limit::RateLimiter;
 use crate::reentry::{self, BulkheadId};
 use crate::snapshot::BulkheadSnapshot;
-use crate::stats::Counters;
+use crate::stats::{self, Counters};
 // The handle and the clock are plain `std` Arcs (not part of a loom model); waiters, which
 // cross threads through the queue, use the shim's.
 use crate::sync::{self, AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Mutex};
@@ -242,8 +242,8 @@ enum Fast {
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 enum Reason {
-    Full = 0,
-    ShutDown = 4,
+    Full = stats::FULL as u8,
+    ShutDown = stats::SHUT_DOWN as u8,
 }
 
 impl SemaphoreBulkhead {
@@ -366,9 +366,8 @@ impl SemaphoreBulkhead {
     ) -> impl Future<Output = Result<OwnedPermit, BulkheadError>> + Send + 'static {
         let bulkhead = self.clone();
         async move {
-            let permit = bulkhead.acquire_async().await?;
-            let permit = OwnedPermit::new(bulkhead.clone(), permit);
-            Ok(permit)
+            let (held, scope) = bulkhead.acquire_async().await?.into_parts();
+            Ok(OwnedPermit::new(bulkhead, held, scope))
         }
     }
 

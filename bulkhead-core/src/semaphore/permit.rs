@@ -171,7 +171,7 @@ impl AsyncPermit<'_> {
     /// Whether it holds a permit, and its call's scope; the permit itself is forgotten
     /// (with its scope taken, nothing of it is left to drop), for an [`OwnedPermit`] to
     /// hold instead.
-    fn into_parts(self) -> (bool, Option<Box<CallScope>>) {
+    pub(super) fn into_parts(self) -> (bool, Option<Box<CallScope>>) {
         let mut raw = ManuallyDrop::new(self.raw);
         (raw.held, raw.scope.take())
     }
@@ -274,10 +274,13 @@ pub struct OwnedPermit {
 }
 
 impl OwnedPermit {
-    /// The owned form of `permit`, a permit of `bulkhead`.
-    pub(super) fn new(bulkhead: SemaphoreBulkhead, permit: AsyncPermit<'_>) -> Self {
-        debug_assert!(std::ptr::eq(permit.raw.shared, &*bulkhead.shared));
-        let (held, scope) = permit.into_parts();
+    /// The owned form of a permit of `bulkhead`, from its
+    /// [`into_parts`](AsyncPermit::into_parts).
+    pub(super) fn new(
+        bulkhead: SemaphoreBulkhead,
+        held: bool,
+        scope: Option<Box<CallScope>>,
+    ) -> Self {
         OwnedPermit {
             bulkhead,
             held,

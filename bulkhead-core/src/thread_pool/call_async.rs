@@ -197,13 +197,7 @@ where
                         continue;
                     }
                     match inner.on_full() {
-                        OnFull::Abort => {
-                            inner.refuse_full_fast();
-                            return Poll::Ready(Err(Refused {
-                                input,
-                                error: inner.full(),
-                            }));
-                        }
+                        OnFull::Abort => return Poll::Ready(Err(inner.refused_full(input))),
                         OnFull::Wait(wait) if wait.is_zero() => {
                             return this.refused(input, inner.full());
                         }

@@ -222,11 +222,7 @@ impl ThreadPoolBulkhead {
                 return self.run_admitted(input, body);
             }
             if inner.aborts_when_full() {
-                inner.refuse_full_fast();
-                return Err(Refused {
-                    input,
-                    error: inner.full(),
-                });
+                return Err(inner.refused_full(input));
             }
         }
         self.call_slow(input, body)

@@ -280,16 +280,21 @@ impl Inner {
         });
     }
 
-    /// Counts and reports a `Full` refusal without taking the error the caller gets (which
-    /// the caller builds straight into its result): the report builds its own, and only
-    /// when someone observes refusals. Like the semaphore's, the WARN event carries the
-    /// bulkhead's name and kind as fields, outside a call span.
+    /// The refusal of a call under `on_full: abort` when the pool is full, counted and
+    /// reported: the error is built once, straight into the result (`refuse` would move it
+    /// through every frame), and the report builds its own only when someone observes
+    /// refusals. Like the semaphore's, the WARN event carries the bulkhead's name and kind
+    /// as fields, outside a call span.
     #[inline]
-    pub(crate) fn refuse_full_fast(&self) {
+    pub(crate) fn refused_full<I>(&self, input: I) -> Refused<I> {
         if self.telemetry.refusals_observed() {
             self.report_full();
         }
         self.counters.refused[stats::FULL].fetch_add(1, Relaxed);
+        Refused {
+            input,
+            error: self.full(),
+        }
     }
 
     #[cold]
