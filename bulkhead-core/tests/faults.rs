@@ -62,6 +62,19 @@ fn assert_semaphore_at_rest(bulkhead: &SemaphoreBulkhead) {
     assert_reconciled(&s);
 }
 
+/// `n` threads each making one call to `bulkhead` (they wait while its permits are held).
+fn blocking_callers(
+    bulkhead: &SemaphoreBulkhead,
+    n: usize,
+) -> Vec<thread::JoinHandle<Result<(), BulkheadError>>> {
+    (0..n)
+        .map(|_| {
+            let bulkhead = bulkhead.clone();
+            thread::spawn(move || bulkhead.call(|| ()))
+        })
+        .collect()
+}
+
 /// Occupies one of `pool`'s threads with a call blocked on `gate`; returns once it runs.
 fn occupy(pool: &ThreadPoolBulkhead, gate: &Gate) -> thread::JoinHandle<Result<(), Refused<()>>> {
     let busy = {
@@ -246,12 +259,7 @@ fn semaphore_waiters_time_out_once_when_the_clock_jumps_years_ahead() {
     let (clock, shared) = manual_clock();
     let bulkhead = SemaphoreBulkhead::with_clock("jump", &semaphore(1, 500), shared);
     let held = block_on(bulkhead.acquire_async()).unwrap();
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let bulkhead = bulkhead.clone();
-            thread::spawn(move || bulkhead.call(|| ()))
-        })
-        .collect();
+    let waiters = blocking_callers(&bulkhead, 3);
     clock.wait_for_sleepers(3);
     clock.advance(Duration::from_secs(10 * 365 * 24 * 3600));
     for waiter in waiters {
@@ -277,12 +285,7 @@ fn semaphore_resize_racing_shutdown_refuses_or_admits_each_waiter_exactly_once()
     for round in 0..50 {
         let bulkhead = SemaphoreBulkhead::new("race", &semaphore(1, 60_000));
         let held = block_on(bulkhead.acquire_async()).unwrap();
-        let waiters: Vec<_> = (0..3)
-            .map(|_| {
-                let bulkhead = bulkhead.clone();
-                thread::spawn(move || bulkhead.call(|| ()))
-            })
-            .collect();
+        let waiters = blocking_callers(&bulkhead, 3);
         wait_until(|| bulkhead.snapshot().waiting == 3);
         thread::scope(|s| {
             s.spawn(|| bulkhead.resize(&semaphore(3, 60_000)));
