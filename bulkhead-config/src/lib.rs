@@ -28,21 +28,21 @@
 mod against;
 mod check;
 mod diagnostic;
-mod duration;
 mod file;
 #[cfg(feature = "layers")]
 mod layers;
 mod lint;
 mod suggest;
-mod types;
 mod yaml;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use against::check_against;
+/// The typed config (re-exported from `bulkhead-config-types`, which the runtime uses
+/// without this crate's parser).
+pub use bulkhead_config_types::*;
 pub use diagnostic::{Diagnostic, Diagnostics, Severity};
-pub use duration::{Duration, DurationParseError};
 pub use file::{
     BulkheadSpec, ConfigFile, MAX_CONCURRENT_CALLS, MAX_QUEUE_CAPACITY, MAX_THREADS_PER_POOL,
     json_schema, json_schema_text,
@@ -51,7 +51,6 @@ pub use file::{
 pub use layers::{ENV_PREFIX, Layers, env_var_name};
 pub use lint::{LONG_QUEUE_WARNING, TOTAL_THREADS_WARNING, worst_case_queue_wait};
 pub use suggest::{Suggestion, suggest};
-pub use types::*;
 pub use yaml::{MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES};
 
 /// A config that parsed and validated: the resolved bulkheads and the lints' warnings.

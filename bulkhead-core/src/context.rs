@@ -32,7 +32,7 @@
 //!
 //! ```
 //! use std::cell::RefCell;
-//! use bulkhead_config::ThreadPoolConfig;
+//! use bulkhead_config_types::ThreadPoolConfig;
 //! use bulkhead_core::ThreadPoolBulkhead;
 //! use bulkhead_core::context::{ContextPropagator, register_propagator};
 //!

@@ -25,7 +25,7 @@
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //! use std::sync::Arc;
-//! use bulkhead_config::SemaphoreConfig;
+//! use bulkhead_config_types::SemaphoreConfig;
 //! use bulkhead_core::SemaphoreBulkhead;
 //! use bulkhead_core::events::{self, EventKind};
 //!
@@ -49,7 +49,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use bulkhead_config::Kind;
+use bulkhead_config_types::Kind;
 use parking_lot::RwLock;
 
 use crate::BulkheadError;

@@ -30,7 +30,7 @@
 //! bulkhead.
 //!
 //! ```
-//! use bulkhead_config::{BulkheadConfig, SemaphoreConfig};
+//! use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig};
 //! use bulkhead_core::{Registry, prometheus};
 //!
 //! let registry = Registry::new();

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
-use bulkhead_config::RateLimitConfig;
+use bulkhead_config_types::RateLimitConfig;
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, duration_nanos, system_clock};
@@ -60,7 +60,7 @@ pub enum RateAdmission {
 ///
 /// ```
 /// use std::{sync::Arc, time::Duration};
-/// use bulkhead_config::{Duration as ConfigDuration, RateLimitConfig};
+/// use bulkhead_config_types::{Duration as ConfigDuration, RateLimitConfig};
 /// use bulkhead_core::{ManualClock, RateAdmission, RateLimiter, retry_after_header_secs};
 ///
 /// let clock = ManualClock::new();

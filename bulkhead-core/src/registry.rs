@@ -19,7 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bulkhead_config::{BulkheadConfig, Config, Kind, Limits};
+use bulkhead_config_types::{BulkheadConfig, Config, Kind, Limits};
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use once_cell::sync::Lazy;
@@ -251,7 +251,7 @@ struct Registered {
 /// Every bulkhead of a process (or of a test), by name.
 ///
 /// ```
-/// use bulkhead_config::{BulkheadConfig, Config, SemaphoreConfig};
+/// use bulkhead_config_types::{BulkheadConfig, Config, SemaphoreConfig};
 /// use bulkhead_core::Registry;
 ///
 /// let registry = Registry::new();

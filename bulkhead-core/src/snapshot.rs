@@ -5,7 +5,7 @@
 //! `active + available` may briefly differ from `limit` while a permit is changing hands).
 //! Saturation is information for dashboards and alerts, never a failed health check.
 
-use bulkhead_config::Kind;
+use bulkhead_config_types::Kind;
 
 use crate::BulkheadName;
 use crate::telemetry::{HistogramSnapshot, SaturationLevel};

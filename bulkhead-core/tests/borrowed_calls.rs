@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::thread;
 use std::time::Duration;
 
-use bulkhead_config::{Duration as ConfigDuration, ThreadPoolConfig};
+use bulkhead_config_types::{Duration as ConfigDuration, ThreadPoolConfig};
 use bulkhead_core::{BulkheadError, ThreadPoolBulkhead};
 use support::{Gate, manual_clock, wait_until};
 

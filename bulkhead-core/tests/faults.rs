@@ -16,7 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::Duration;
 
-use bulkhead_config::{OnFull, ThreadPoolConfig};
+use bulkhead_config_types::{OnFull, ThreadPoolConfig};
 use bulkhead_core::{
     BulkheadError, BulkheadSnapshot, Refused, SemaphoreBulkhead, ThreadPoolBulkhead,
 };
@@ -475,7 +475,7 @@ fn pool_admitted_calls_are_not_refused_while_a_worker_fails_a_stale_task() {
     no_hang("admission while a stale task is failed", || {
         let (clock, shared) = manual_clock();
         let config = ThreadPoolConfig {
-            max_queue_wait: Some(bulkhead_config::Duration::from_millis(10)),
+            max_queue_wait: Some(bulkhead_config_types::Duration::from_millis(10)),
             ..pool_config(1, 1, 1)
         };
         let pool = ThreadPoolBulkhead::with_clock("stale", &config, shared);
@@ -530,7 +530,7 @@ fn pool_call_async_dropped_at_every_stage_releases_its_slot_and_is_counted_once(
     let pool = ThreadPoolBulkhead::with_clock(
         "cancel",
         &ThreadPoolConfig {
-            on_full: OnFull::Wait(bulkhead_config::Duration::from_millis(100)),
+            on_full: OnFull::Wait(bulkhead_config_types::Duration::from_millis(100)),
             ..pool_config(1, 1, 1)
         },
         shared,
@@ -583,8 +583,8 @@ fn pool_queue_and_keep_alive_survive_the_clock_jumping_years_ahead() {
     let pool = ThreadPoolBulkhead::with_clock(
         "jump",
         &ThreadPoolConfig {
-            max_queue_wait: Some(bulkhead_config::Duration::from_millis(50)),
-            keep_alive: bulkhead_config::Duration::from_secs(1),
+            max_queue_wait: Some(bulkhead_config_types::Duration::from_millis(50)),
+            keep_alive: bulkhead_config_types::Duration::from_secs(1),
             ..pool_config(0, 1, 2)
         },
         shared,

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use bulkhead_config::SemaphoreConfig;
+use bulkhead_config_types::SemaphoreConfig;
 use bulkhead_core::{BulkheadError, Clock, SemaphoreBulkhead, Sleep};
 use loom::sync::Arc as LoomArc;
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -49,7 +49,7 @@ fn spawn_waiter(
 fn bulkhead(limit: u32, clock: &ModelClock) -> SemaphoreBulkhead {
     let config = SemaphoreConfig {
         max_concurrent_calls: limit,
-        max_wait: bulkhead_config::Duration::from_millis(100),
+        max_wait: bulkhead_config_types::Duration::from_millis(100),
         fair: true,
     };
     SemaphoreBulkhead::with_clock("model", &config, std::sync::Arc::new(clock.clone()))
@@ -118,7 +118,7 @@ fn growing_during_an_acquire_admits_the_waiter_without_a_release() {
         };
         let mut config = SemaphoreConfig {
             max_concurrent_calls: 2,
-            max_wait: bulkhead_config::Duration::from_millis(100),
+            max_wait: bulkhead_config_types::Duration::from_millis(100),
             fair: true,
         };
         b.resize(&config);
@@ -143,7 +143,7 @@ fn shrinking_during_an_acquire_never_admits_above_the_new_limit() {
         };
         b.resize(&SemaphoreConfig {
             max_concurrent_calls: 1,
-            max_wait: bulkhead_config::Duration::from_millis(100),
+            max_wait: bulkhead_config_types::Duration::from_millis(100),
             fair: true,
         });
         // After the shrink, one call at a time (the other thread's permit, if taken before

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use bulkhead_config::{
+use bulkhead_config_types::{
     BulkheadConfig, Config, Duration as ConfigDuration, SaturationThresholds, SemaphoreConfig,
     ThreadPoolConfig,
 };

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use bulkhead_config::{
+use bulkhead_config_types::{
     BulkheadConfig, Config, Duration as ConfigDuration, OnFull, QueueOrder, RateLimitConfig,
     SemaphoreConfig, ThreadPoolConfig,
 };

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use bulkhead_config::{BulkheadConfig, Config, Kind, ThreadPoolConfig};
+use bulkhead_config_types::{BulkheadConfig, Config, Kind, ThreadPoolConfig};
 use bulkhead_core::{Bulkhead, BulkheadError, Registry, RegistryError, ReloadProblem, registry};
 
 mod support;

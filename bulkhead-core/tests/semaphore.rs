@@ -447,7 +447,7 @@ fn snapshot_reports_limits_load_and_counters() {
     let held = hold(&bulkhead);
     let snapshot = bulkhead.snapshot();
     assert_eq!(&*snapshot.name, "snap");
-    assert_eq!(snapshot.kind, bulkhead_config::Kind::Semaphore);
+    assert_eq!(snapshot.kind, bulkhead_config_types::Kind::Semaphore);
     assert_eq!(
         (
             snapshot.limit,

@@ -18,7 +18,9 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{Duration as ConfigDuration, OnFull, SemaphoreConfig, ThreadPoolConfig};
+use bulkhead_config_types::{
+    Duration as ConfigDuration, OnFull, SemaphoreConfig, ThreadPoolConfig,
+};
 use bulkhead_core::{BulkheadError, CallCounts, SemaphoreBulkhead, ThreadPoolBulkhead};
 use support::yield_once;
 

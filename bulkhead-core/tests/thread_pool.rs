@@ -12,7 +12,7 @@ use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
-use bulkhead_config::{CodelConfig, OnFull, QueueOrder, ThreadPoolConfig};
+use bulkhead_config_types::{CodelConfig, OnFull, QueueOrder, ThreadPoolConfig};
 use bulkhead_core::{BulkheadError, ManualClock, Refused, ShutdownReport, ThreadPoolBulkhead};
 use support::{Gate, XorShift, poll_once, pool_config as config, wait_until};
 

@@ -10,7 +10,7 @@ use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
-use bulkhead_config::{BulkheadConfig, Config, ThreadPoolConfig};
+use bulkhead_config_types::{BulkheadConfig, Config, ThreadPoolConfig};
 use bulkhead_core::{BulkheadError, Registry, ThreadPoolBulkhead};
 use support::{manual_clock, poll_once, rate_limit};
 

@@ -4,7 +4,7 @@
 use std::hint::black_box;
 use std::sync::OnceLock;
 
-use bulkhead_config::SemaphoreConfig;
+use bulkhead_config_types::SemaphoreConfig;
 use bulkhead_core::SemaphoreBulkhead;
 
 use bulkhead::BulkheadError;

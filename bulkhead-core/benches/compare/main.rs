@@ -32,7 +32,7 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{BulkheadConfig, SemaphoreConfig, ThreadPoolConfig};
+use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig, ThreadPoolConfig};
 use bulkhead_core::{Bulkhead, Registry, SemaphoreBulkhead, ThreadPoolBulkhead};
 use crossbeam_channel::{Receiver, Sender};
 

@@ -73,7 +73,7 @@ use std::task::Waker;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{Kind, RateLimitConfig, SemaphoreConfig};
+use bulkhead_config_types::{Kind, RateLimitConfig, SemaphoreConfig};
 use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, duration_nanos, system_clock};
@@ -117,7 +117,7 @@ const fn available(state: isize) -> isize {
 /// Cloning is cheap and every clone is the same bulkhead.
 ///
 /// ```
-/// use bulkhead_config::SemaphoreConfig;
+/// use bulkhead_config_types::SemaphoreConfig;
 /// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
 ///
 /// let config = SemaphoreConfig { max_concurrent_calls: 1, ..SemaphoreConfig::default() };
@@ -344,7 +344,7 @@ impl SemaphoreBulkhead {
     /// already handed to it.
     ///
     /// ```
-    /// use bulkhead_config::SemaphoreConfig;
+    /// use bulkhead_config_types::SemaphoreConfig;
     /// use bulkhead_core::SemaphoreBulkhead;
     ///
     /// let db = SemaphoreBulkhead::new("db", &SemaphoreConfig::default());
@@ -408,7 +408,7 @@ impl SemaphoreBulkhead {
     /// building: `SemaphoreBulkhead::new(..).with_rate_limit(config.rate_limit.as_ref())`.
     ///
     /// ```
-    /// use bulkhead_config::{Duration, RateLimitConfig, SemaphoreConfig};
+    /// use bulkhead_config_types::{Duration, RateLimitConfig, SemaphoreConfig};
     /// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
     ///
     /// let limit = RateLimitConfig {

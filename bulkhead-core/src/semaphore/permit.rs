@@ -253,7 +253,7 @@ impl<F> fmt::Debug for RunAsync<'_, F> {
 /// runs inline instead of waiting for a second permit.
 ///
 /// ```
-/// use bulkhead_config::SemaphoreConfig;
+/// use bulkhead_config_types::SemaphoreConfig;
 /// use bulkhead_core::SemaphoreBulkhead;
 ///
 /// let config = SemaphoreConfig { max_concurrent_calls: 1, ..SemaphoreConfig::default() };

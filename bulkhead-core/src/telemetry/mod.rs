@@ -46,7 +46,7 @@ use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{Kind, SaturationThresholds};
+use bulkhead_config_types::{Kind, SaturationThresholds};
 use parking_lot::Mutex;
 
 pub use histogram::{BUCKETS, HistogramSnapshot};

@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use bulkhead_config::SaturationThresholds;
+use bulkhead_config_types::SaturationThresholds;
 
 /// How close a bulkhead is to refusing calls. Ordered: `Ok < Warning < Critical`.
 ///

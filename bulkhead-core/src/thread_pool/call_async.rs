@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use bulkhead_config::OnFull;
+use bulkhead_config_types::OnFull;
 
 use super::ThreadPoolBulkhead;
 use super::job::{AsyncReceiver, AsyncTask, JobRef};

@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bulkhead_config::{OnFull, ThreadPoolConfig};
+use bulkhead_config_types::{OnFull, ThreadPoolConfig};
 use loom::sync::atomic::AtomicBool;
 
 #[path = "../../tests/support/loom_model.rs"]
@@ -64,7 +64,7 @@ fn busy(pool: &ThreadPoolBulkhead) -> u64 {
 }
 
 fn wait(ms: u64) -> OnFull {
-    OnFull::Wait(bulkhead_config::Duration::from_millis(ms))
+    OnFull::Wait(bulkhead_config_types::Duration::from_millis(ms))
 }
 
 /// One step of a worker: takes the next queued task, runs it, frees its slot, counts it,

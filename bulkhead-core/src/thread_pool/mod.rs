@@ -14,7 +14,7 @@ use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use bulkhead_config::{Kind, RateLimitConfig, ThreadPoolConfig};
+use bulkhead_config_types::{Kind, RateLimitConfig, ThreadPoolConfig};
 
 pub use call_async::CallAsync;
 use pool::{Admit, Inner};
@@ -105,7 +105,7 @@ use crate::{BulkheadName, Refused};
 /// # Example
 ///
 /// ```
-/// use bulkhead_config::ThreadPoolConfig;
+/// use bulkhead_config_types::ThreadPoolConfig;
 /// use bulkhead_core::ThreadPoolBulkhead;
 ///
 /// let pool = ThreadPoolBulkhead::new("payment", &ThreadPoolConfig::default());
@@ -189,7 +189,7 @@ impl ThreadPoolBulkhead {
     /// bulkhead (from one of its workers) runs inline on the current thread.
     ///
     /// ```
-    /// use bulkhead_config::{ThreadPoolConfig, OnFull};
+    /// use bulkhead_config_types::{ThreadPoolConfig, OnFull};
     /// use bulkhead_core::{BulkheadError, ThreadPoolBulkhead};
     ///
     /// let pool = ThreadPoolBulkhead::new("db", &ThreadPoolConfig::default());
@@ -290,7 +290,7 @@ impl ThreadPoolBulkhead {
     /// room on the pool's clock. Works on any executor.
     ///
     /// ```
-    /// use bulkhead_config::ThreadPoolConfig;
+    /// use bulkhead_config_types::ThreadPoolConfig;
     /// use bulkhead_core::ThreadPoolBulkhead;
     ///
     /// let pool = ThreadPoolBulkhead::new("recs", &ThreadPoolConfig::default());
@@ -334,7 +334,7 @@ impl ThreadPoolBulkhead {
     /// drains below its capacity. The thread name prefix is fixed at construction.
     ///
     /// ```
-    /// use bulkhead_config::ThreadPoolConfig;
+    /// use bulkhead_config_types::ThreadPoolConfig;
     /// use bulkhead_core::ThreadPoolBulkhead;
     ///
     /// let pool = ThreadPoolBulkhead::new("search", &ThreadPoolConfig::default());

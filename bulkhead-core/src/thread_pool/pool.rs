@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{Kind, OnFull, ThreadPoolConfig};
+use bulkhead_config_types::{Kind, OnFull, ThreadPoolConfig};
 
 use super::job::{Finished, JobRef, Outcome, Ran};
 use super::queue::{Entry, QueuePolicy, Taken, TaskQueue};

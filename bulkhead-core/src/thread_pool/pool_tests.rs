@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use bulkhead_config::ThreadPoolConfig;
+use bulkhead_config_types::ThreadPoolConfig;
 
 use super::Inner;
 use crate::ThreadPoolBulkhead;

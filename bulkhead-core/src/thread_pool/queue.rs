@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{CodelConfig, QueueOrder, ThreadPoolConfig};
+use bulkhead_config_types::{CodelConfig, QueueOrder, ThreadPoolConfig};
 
 use super::job::JobRef;
 

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use bulkhead_config::{Duration, RateLimitConfig, SemaphoreConfig, ThreadPoolConfig};
+use bulkhead_config_types::{Duration, RateLimitConfig, SemaphoreConfig, ThreadPoolConfig};
 use bulkhead_core::{Clock, ManualClock};
 
 /// A fair semaphore config with `max_wait` in milliseconds.

@@ -6,13 +6,13 @@
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::Duration;
 
 /// Every bulkhead a program declares, by name, after templates are resolved.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The bulkheads, by name.
@@ -21,7 +21,8 @@ pub struct Config {
 }
 
 /// The two kinds of bulkhead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     /// A concurrency limit: the body runs on the caller's thread or task while it holds a permit.
@@ -47,7 +48,8 @@ impl std::fmt::Display for Kind {
 }
 
 /// One bulkhead, fully resolved.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BulkheadConfig {
     /// Kind-specific limits.
     #[serde(flatten)]
@@ -94,7 +96,8 @@ impl BulkheadConfig {
 }
 
 /// The kind-specific part of a bulkhead's config.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Limits {
     /// `kind: semaphore`.
@@ -104,7 +107,8 @@ pub enum Limits {
 }
 
 /// Limits of a semaphore bulkhead.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct SemaphoreConfig {
     /// How many calls may run at once (at least 1). Default 25.
@@ -126,7 +130,8 @@ impl Default for SemaphoreConfig {
 }
 
 /// Limits of a thread-pool bulkhead.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct ThreadPoolConfig {
     /// Threads kept alive even when idle. Default 4.
@@ -170,7 +175,8 @@ impl Default for ThreadPoolConfig {
 }
 
 /// What a thread-pool submission does when every thread is busy and the queue is full.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum OnFull {
     /// Refuse at once with `Full`.
@@ -183,7 +189,8 @@ pub enum OnFull {
 }
 
 /// The order a thread pool takes queued tasks in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum QueueOrder {
     /// Oldest first.
@@ -196,7 +203,8 @@ pub enum QueueOrder {
 
 /// Controlled delay (CoDel) for a thread pool's queue: while the queue has not been empty
 /// for `interval`, queued work older than `target` is failed with `QueueTimeout`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CodelConfig {
     /// The queueing delay tolerated while the queue is standing (Facebook: 5ms).
@@ -206,11 +214,12 @@ pub struct CodelConfig {
 }
 
 /// A rate limit: at most `limit_for_period` admissions per `refresh_period`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
     /// Admissions allowed in each period (at least 1).
-    #[schemars(range(min = 1))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub limit_for_period: u32,
     /// The period's length, with a unit (Resilience4j's default `500` meant nanoseconds).
     pub refresh_period: Duration,
@@ -221,20 +230,21 @@ pub struct RateLimitConfig {
 
 /// Fractions of capacity at which the snapshot reports `warning` and `critical`.
 /// Saturation is information for dashboards and alerts, never a failed health check.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct SaturationThresholds {
     /// Active calls / limit at which saturation is `warning`. Default 0.8.
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0, max = 1.0)))]
     pub active_warning: f64,
     /// Active calls / limit at which saturation is `critical`. Default 0.95.
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0, max = 1.0)))]
     pub active_critical: f64,
     /// Queued tasks / queue capacity at which saturation is `warning`. Default 0.7.
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0, max = 1.0)))]
     pub queue_warning: f64,
     /// Queued tasks / queue capacity at which saturation is `critical`. Default 0.9.
-    #[schemars(range(min = 0.0, max = 1.0))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0, max = 1.0)))]
     pub queue_critical: f64,
 }
 
@@ -251,7 +261,8 @@ impl Default for SaturationThresholds {
 
 /// What the operator expects of the dependency behind a bulkhead. Used only by lints,
 /// e.g. to warn when the worst-case queue wait exceeds the client's timeout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Expected {
     /// The dependency's usual latency per call.

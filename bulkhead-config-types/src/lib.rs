@@ -1,0 +1,27 @@
+//! The typed config of [bulkhead]: what each bulkhead *is* — its kind, sizes, waits and
+//! rate limit — once a `bulkheads.yaml` (or a deploy layered over it) is resolved.
+//!
+//! This crate holds the types only: serde, and `schemars::JsonSchema` behind the feature
+//! `schema`. The runtime (`bulkhead-core`) builds bulkheads from them and `#[bulkhead]`
+//! compiles each declaration into the binary as one of them, so nothing at run time needs
+//! a YAML parser. Reading, checking and layering files is `bulkhead-config`'s job.
+//!
+//! ```
+//! use bulkhead_config_types::{BulkheadConfig, Kind, SemaphoreConfig};
+//!
+//! let payment = BulkheadConfig::semaphore(SemaphoreConfig {
+//!     max_concurrent_calls: 10,
+//!     ..Default::default()
+//! });
+//! assert_eq!(payment.kind(), Kind::Semaphore);
+//! ```
+//!
+//! [bulkhead]: https://docs.rs/bulkhead
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod config;
+mod duration;
+
+pub use config::*;
+pub use duration::{Duration, DurationParseError};
