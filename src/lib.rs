@@ -47,9 +47,13 @@
 //! ```
 //!
 //! The build fails, at the right token, when a name is not declared, when there is no
-//! config, when the config is invalid, and for the misuse listed under [`bulkhead`]. At run
-//! time, the first call builds the process-wide registry from the embedded config: nothing
-//! to set up.
+//! config, when the config is invalid, and for the misuse listed under [`bulkhead`]. The
+//! attribute compiles each declaration into the binary as typed data and the linker gathers
+//! them, so at run time, with nothing to set up, the process-wide [`registry`] holds every
+//! bulkhead the program declares — in every crate it links — from its first use
+//! ([`declarations`] lists them). No YAML is read at run time; a deploy resizes the
+//! declared bulkheads with [`install`], [`reload`] or [`Deploy`] (files and `BULKHEAD_…`
+//! environment variables), checked against every declaration.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -61,21 +65,26 @@ pub mod tower;
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
-mod runtime;
+mod deploy;
 
-pub(crate) use __private as private;
-
-pub use runtime::{install, registry, reload};
+pub use deploy::{
+    Deploy, DeployCheck, DeployError, check_deploy, declarations, install, install_strict,
+    registry, reload,
+};
 
 /// The config types, YAML parsing with positions, validation and deploy layering
 /// ([`config::Layers`]: embedded defaults < deploy files < `BULKHEAD_…` environment variables).
 pub use bulkhead_config as config;
 pub use bulkhead_config::Config;
 pub use bulkhead_core::{
-    BulkheadError, BulkheadName, BulkheadSnapshot, CallCounts, RefusalCounts, Refused, Registry,
-    ReloadError, ReloadReport, SemaphoreBulkhead, ThreadPoolBulkhead,
+    Acquire, AnnotatedFunction, AsyncPermit, Bulkhead, BulkheadError, BulkheadName,
+    BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock, DeclarationConflict,
+    DeclarationSite, Declarations, DeclaredBulkhead, ManualClock, OwnedPermit, Permit,
+    RefusalCounts, Refused, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
+    RunAsync, SemaphoreBulkhead, SemaphoreShutdown, ShutdownReport, SystemClock,
+    ThreadPoolBulkhead, UndeclaredName,
 };
-// Observability (issue 5): spans, events, context propagation, exposition.
+// Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]
 pub use bulkhead_core::metrics_bridge;
 pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, prometheus};
@@ -93,9 +102,10 @@ pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, pro
 /// The attribute reads `bulkheads.yaml` beside the crate's `Cargo.toml` (or the file named
 /// by `[package.metadata.bulkhead] config = "…"` in it, relative to it), validates it, and
 /// fails the build for an unknown name (with a suggestion), a missing file (saying where it
-/// looked) or an invalid file (file:line:column of each problem). The file is embedded with
-/// `include_str!`, so editing it rebuilds the crate, and the first call registers the
-/// declared bulkhead in the process-wide registry unless a deploy config installed it.
+/// looked) or an invalid file (file:line:column of each problem). What it resolved — the
+/// bulkhead's name, kind, every size, where the file declares it and which function uses it
+/// — is compiled into the binary as typed data and gathered at link time (see
+/// [`declarations`]); editing the file rebuilds the crate. Nothing is parsed at run time.
 ///
 /// Under trybuild, which compiles test cases in a crate of its own so that
 /// `CARGO_MANIFEST_DIR` names that crate (trybuild#202), set `BULKHEAD_MANIFEST_DIR` to
@@ -115,7 +125,7 @@ pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, pro
 ///   (owned arguments, `self: Arc<Self>`).
 ///
 /// A call into a bulkhead the thread is already inside runs inline instead of waiting on
-/// itself (seed 001's nested-pool deadlock), and is counted. When the compiler can see it —
+/// itself (a pool task that submits to its own full pool would wait for itself forever), and is counted. When the compiler can see it —
 /// an annotated function calling itself, or calling another function of the same `impl`
 /// block or module annotated with the same bulkhead — the build fails instead.
 ///

@@ -1,11 +1,12 @@
 //! Paths for the code `#[bulkhead]` generates. Not a public API: names and signatures here
 //! change whenever the attribute's expansion does.
 //!
-//! Each annotated function holds one `static` slot ([`SemaphoreSlot`] or
-//! [`ThreadPoolSlot`]). The first call resolves the slot to a `&'static` handle: the
-//! bulkhead of that name in the process-wide registry, registered from the crate's embedded
-//! `bulkheads.yaml` ([`Declaration`]) unless a deploy config installed it first. Every later
-//! call is one atomic load (`OnceLock::get`) plus the core call.
+//! Each annotated function holds a `static` [`Declaration`] (its bulkhead's name, kind and
+//! declared config as typed data, gathered at link time by [`declare!`]) and one `static`
+//! slot ([`SemaphoreSlot`] or [`ThreadPoolSlot`]). The first call resolves the slot to a
+//! `&'static` handle on the bulkhead of that name in the process-wide registry, which
+//! already holds every declared bulkhead. Every later call is one atomic load
+//! (`OnceLock::get`) plus the core call.
 //!
 //! The traits here exist for their compile errors: each carries a
 //! `#[diagnostic::on_unimplemented]` message that tells a newcomer what `#[bulkhead]`
@@ -17,26 +18,19 @@ use std::sync::OnceLock;
 
 pub use core::result::Result::{Err, Ok};
 
-pub use bulkhead_core::{BulkheadError, Refused};
+pub use bulkhead_config_types as config_types;
+pub use bulkhead_core::__declare as declare;
+pub use bulkhead_core::declaration::Declaration;
+pub use bulkhead_core::{AnnotatedFunction, BulkheadError, DeclarationSite, Refused};
 
-use bulkhead_core::{AsyncPermit, CallAsync, Permit, SemaphoreBulkhead, ThreadPoolBulkhead};
-
-/// What an annotated function declares: its bulkhead's name and the crate's config text,
-/// embedded with `include_str!` (which also makes an edit of the file rebuild the crate).
-#[derive(Debug)]
-pub struct Declaration {
-    /// The bulkhead's name, checked against `config` at compile time.
-    pub name: &'static str,
-    /// The crate's `bulkheads.yaml`, as it was when the crate was compiled.
-    pub config: &'static str,
-    /// Where that file was, for messages.
-    pub config_path: &'static str,
-}
+use bulkhead_core::{
+    AsyncPermit, Bulkhead, CallAsync, Permit, SemaphoreBulkhead, ThreadPoolBulkhead,
+};
 
 /// The cached handle of a bulkhead, one `static` per annotated function.
 #[derive(Debug)]
 pub struct Slot<B: 'static> {
-    declaration: Declaration,
+    declaration: &'static Declaration,
     handle: OnceLock<&'static B>,
 }
 
@@ -47,26 +41,26 @@ pub type SemaphoreSlot = Slot<SemaphoreBulkhead>;
 pub type ThreadPoolSlot = Slot<ThreadPoolBulkhead>;
 
 /// The bulkhead kinds a [`Slot`] can hold.
-pub trait Resolve: Sized + 'static {
-    /// The bulkhead `declaration` names, from the process-wide registry.
-    fn resolve(declaration: &Declaration) -> &'static Self;
+pub trait Resolve: Sized + Clone + 'static {
+    /// This kind's bulkhead, if `bulkhead` is one.
+    fn of(bulkhead: Bulkhead) -> Option<Self>;
 }
 
 impl Resolve for SemaphoreBulkhead {
-    fn resolve(declaration: &Declaration) -> &'static Self {
-        crate::runtime::semaphore_for(declaration)
+    fn of(bulkhead: Bulkhead) -> Option<Self> {
+        bulkhead.as_semaphore().cloned()
     }
 }
 
 impl Resolve for ThreadPoolBulkhead {
-    fn resolve(declaration: &Declaration) -> &'static Self {
-        crate::runtime::thread_pool_for(declaration)
+    fn of(bulkhead: Bulkhead) -> Option<Self> {
+        bulkhead.as_thread_pool().cloned()
     }
 }
 
 impl<B: Resolve> Slot<B> {
     /// A slot that resolves on first use.
-    pub const fn new(declaration: Declaration) -> Self {
+    pub const fn new(declaration: &'static Declaration) -> Self {
         Slot {
             declaration,
             handle: OnceLock::new(),
@@ -82,9 +76,27 @@ impl<B: Resolve> Slot<B> {
         }
     }
 
+    /// The declared bulkhead from the process-wide registry, which holds every declaration
+    /// of the program (`register` returns it as it is). Where the linker cannot gather
+    /// declarations, this first call registers it from the typed declaration instead.
     #[cold]
     fn resolve(&'static self) -> &'static B {
-        self.handle.get_or_init(|| B::resolve(&self.declaration))
+        self.handle.get_or_init(|| {
+            let declaration = self.declaration;
+            let registered = bulkhead_core::registry()
+                .register(declaration.name, &(declaration.config)())
+                .ok()
+                .and_then(B::of);
+            match registered {
+                // Leaked once per annotated function: registry entries are never replaced.
+                Some(bulkhead) => Box::leak(Box::new(bulkhead)),
+                None => panic!(
+                    "bulkhead `{}` is registered as another kind than its declaration at {} \
+                     (used by {}): one name is one bulkhead, so rename one of them",
+                    declaration.name, declaration.declared_at, declaration.function
+                ),
+            }
+        })
     }
 }
 

@@ -134,7 +134,7 @@ fn facade_reload_under_load_moves_sizes_live_and_accounts_every_call() {
         while done.load(SeqCst) < CALLERS {
             let step = STEPS[(reloads + 1) % STEPS.len()];
             let report = bulkhead::reload(&deploy(step)).unwrap();
-            assert!(report.not_registered.is_empty(), "{report:?}");
+            assert!(report.undeclared.is_empty(), "{report:?}");
             // Applied in place: the handles the functions hold see it at once.
             let p = pool.snapshot();
             assert_eq!((p.limit, p.queue_capacity), (step.1, Some(step.2)));

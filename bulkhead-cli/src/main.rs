@@ -17,7 +17,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use bulkhead_config::{
-    Diagnostic, Diagnostics, Duration, Layers, Limits, OnFull, Parsed, worst_case_queue_wait,
+    CheckReport, Duration, Layers, Limits, OnFull, Parsed, render, worst_case_queue_wait,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -137,10 +137,9 @@ fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings:
         },
         None => None,
     };
-    let mut all = Diagnostics::new();
-    let mut sources = Vec::new();
+    let mut report = CheckReport::new();
     if let Some((path, text)) = &declared {
-        sources.push((path.to_string(), text.clone()));
+        report.add_source(path, text);
     }
     for file in files {
         let text = match read(file) {
@@ -155,68 +154,17 @@ fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings:
                 .map(|p: Parsed| p.warnings),
         };
         match result {
-            Ok(warnings) => all.extend(warnings),
-            Err(errors) => all.extend(errors),
+            Ok(warnings) => report.extend(warnings),
+            Err(errors) => report.extend(errors),
         }
-        sources.push((file.clone(), text));
+        report.add_file(file);
+        report.add_source(file, &text);
     }
-    let errors = all.iter().filter(|d| d.is_error()).count();
-    let warnings = all.len() - errors;
-    let report = match format {
-        Format::Json => format!(
-            "{}\n",
-            serde_json::json!({
-                "files": files,
-                "errors": errors,
-                "warnings": warnings,
-                "diagnostics": all,
-            })
-        ),
-        Format::Human => {
-            let mut report: String = all
-                .iter()
-                .map(|d| {
-                    let source = sources.iter().find(|(f, _)| *f == d.file);
-                    render(d, source.map(|(_, t)| t.as_str()))
-                })
-                .collect();
-            if all.is_empty() {
-                report.push_str(&format!("ok: {} file(s), no problems\n", files.len()));
-            } else {
-                report.push_str(&format!("{errors} error(s), {warnings} warning(s)\n"));
-            }
-            report
-        }
+    let text = match format {
+        Format::Json => report.json(),
+        Format::Human => report.human(),
     };
-    let status = if errors > 0 || (deny_warnings && warnings > 0) {
-        ExitCode::from(PROBLEMS)
-    } else {
-        ExitCode::SUCCESS
-    };
-    emit(&report, status)
-}
-
-/// The headline and, when the source is at hand, the line with the spot underlined.
-fn render(d: &Diagnostic, source: Option<&str>) -> String {
-    let mut out = format!("{d}\n");
-    let Some(line) = source.and_then(|s| s.lines().nth(d.line.checked_sub(1)?)) else {
-        return out;
-    };
-    let gutter = d.line.to_string();
-    let pad = " ".repeat(gutter.len());
-    let start = d.column.saturating_sub(1);
-    let width = line
-        .chars()
-        .skip(start)
-        .take_while(|c| !c.is_whitespace() && !matches!(c, ':' | ',' | '}' | ']'))
-        .count()
-        .max(1);
-    out.push_str(&format!(
-        "{pad} |\n{gutter} | {line}\n{pad} | {}{}\n",
-        " ".repeat(start),
-        "^".repeat(width)
-    ));
-    out
+    emit(&text, ExitCode::from(report.exit_status(deny_warnings)))
 }
 
 fn explain(path: &str) -> ExitCode {

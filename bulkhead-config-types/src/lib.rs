@@ -22,6 +22,8 @@
 
 mod config;
 mod duration;
+mod names;
 
 pub use config::*;
 pub use duration::{Duration, DurationParseError};
+pub use names::closest_name;

@@ -714,22 +714,9 @@ fn properties(schema: &Value) -> Option<Vec<(String, &Value)>> {
 }
 
 /// The closest of `candidates` to `word`, if one is close enough to be a likely typo
-/// (case, `-`/`_` and camelCase are ignored, so `maxConcurrentCall` finds
-/// `max_concurrent_calls`).
+/// ([`crate::closest_name`], the rule every part of bulkhead uses).
 pub(crate) fn did_you_mean<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
-    let normal = |s: &str| -> String {
-        s.chars()
-            .filter(|c| *c != '_' && *c != '-')
-            .flat_map(char::to_lowercase)
-            .collect()
-    };
-    let word = normal(word);
-    candidates
-        .iter()
-        .map(|c| (strsim::jaro_winkler(&word, &normal(c)), c))
-        .filter(|(score, _)| *score >= 0.85)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c.as_str())
+    crate::closest_name(word, candidates.iter().map(String::as_str))
 }
 
 fn quoted_list(items: &[String]) -> String {

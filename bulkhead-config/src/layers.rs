@@ -28,7 +28,7 @@
 //! Layers merge key by key, nested settings included: an environment variable can change
 //! just `rate_limit.limit_for_period`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -60,13 +60,43 @@ pub struct Layers {
     layers: Vec<Layer>,
     declared: Result<Parsed, Diagnostics>,
     problems: Diagnostics,
+    /// Names a deploy gives that are not declared: errors instead of warnings.
+    strict: bool,
+}
+
+impl std::fmt::Debug for Layers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self
+            .layers
+            .iter()
+            .map(|layer| match layer {
+                Layer::Declared { name, .. } | Layer::Yaml { name, .. } => &**name,
+                Layer::Env => ENV_LAYER,
+            })
+            .collect();
+        f.debug_struct("Layers")
+            .field("layers", &names)
+            .field("strict", &self.strict)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One layer, kept to place diagnostics.
 enum Layer {
-    Yaml { name: Arc<str>, root: Node },
+    /// The program's declarations (typed, resolved), with where each is declared.
+    Declared {
+        name: Arc<str>,
+        sites: BTreeMap<String, Location>,
+    },
+    Yaml {
+        name: Arc<str>,
+        root: Node,
+    },
     Env,
 }
+
+/// The name of the layer [`Layers::over_declarations`] starts from, in diagnostics.
+const DECLARED_LAYER: &str = "the program's declarations";
 
 /// A YAML layer as a figment provider (figment's own YAML provider uses the deprecated
 /// `serde_yaml`; this one reads through [`crate::yaml`]).
@@ -149,14 +179,17 @@ fn env_part(s: &str) -> String {
 }
 
 impl Layers {
-    /// Starts from the config the code declares (the embedded `bulkheads.yaml`).
-    /// Problems in it are reported by [`Layers::extract`].
+    /// Starts from the config one crate declares, as YAML (its `bulkheads.yaml`): what
+    /// `bulkhead check --against` does. Problems in it are reported by
+    /// [`Layers::extract`]. A program checks its deploys against every crate's
+    /// declarations with [`Layers::over_declarations`] instead.
     pub fn new(name_of_embedded: &str, embedded_yaml: &str) -> Self {
         let layers = Layers {
             figment: Figment::new(),
             layers: Vec::new(),
             declared: crate::parse_file(name_of_embedded, embedded_yaml),
             problems: Diagnostics::new(),
+            strict: false,
         };
         match layers.add_yaml(name_of_embedded, embedded_yaml) {
             Ok(layers) => layers,
@@ -165,8 +198,88 @@ impl Layers {
                 layers: Vec::new(),
                 declared: Err(problems.clone()),
                 problems,
+                strict: false,
             },
         }
+    }
+
+    /// Starts from bulkheads declared as typed, resolved config — what a program's
+    /// `#[bulkhead]` functions declare — with, for each name, where it is declared
+    /// (`"bulkheads.yaml:4:3 (crate geo-client)"`, shown in messages about it).
+    ///
+    /// Deploy layers over it may give sizes only (the kind comes from the declaration). A
+    /// name that nothing declares is a warning with a suggestion, and is left out of the
+    /// result; [`Layers::strict`] makes it an error. Templates in a deploy file serve that
+    /// file's own entries (`extends`): declarations were resolved when their crate was
+    /// compiled, so a deploy sizes a declared bulkhead by its name.
+    ///
+    /// ```
+    /// use bulkhead_config::{BulkheadConfig, Config, Layers, Limits, ThreadPoolConfig};
+    ///
+    /// let mut declared = Config::default();
+    /// declared.bulkheads.insert("pdf-render".into(), BulkheadConfig::thread_pool(ThreadPoolConfig::default()));
+    /// let deploy = "bulkheads:\n  pdf-render: { max_threads: 8 }\n  pdf-rander: { max_threads: 3 }\n";
+    /// let parsed = Layers::over_declarations(&declared, |_| Some("bulkheads.yaml:2:3".into()))
+    ///     .yaml("deploy/prod.yaml", deploy)
+    ///     .unwrap()
+    ///     .resolve()
+    ///     .unwrap();
+    /// assert!(matches!(&parsed.config.bulkheads["pdf-render"].limits, Limits::ThreadPool(p) if p.max_threads == 8));
+    /// assert!(!parsed.config.bulkheads.contains_key("pdf-rander"));
+    /// assert!(parsed.warnings.to_string().contains("did you mean `pdf-render`?"));
+    /// ```
+    pub fn over_declarations(
+        declared: &Config,
+        declared_at: impl Fn(&str) -> Option<String>,
+    ) -> Self {
+        let layer_name: Arc<str> = Arc::from(DECLARED_LAYER);
+        let sites: BTreeMap<String, Location> = declared
+            .bulkheads
+            .keys()
+            .map(|name| {
+                let file = declared_at(name).unwrap_or_else(|| DECLARED_LAYER.to_owned());
+                (name.clone(), Location::new(Arc::from(file), 0, 0))
+            })
+            .collect();
+        let value = match serde_json::to_value(declared) {
+            Ok(value) => value,
+            Err(e) => {
+                let problem = Diagnostic::unplaced(
+                    Severity::Error,
+                    DECLARED_LAYER,
+                    "",
+                    format!("the declarations cannot be layered: {e}"),
+                );
+                return Layers {
+                    figment: Figment::new(),
+                    layers: Vec::new(),
+                    declared: Err(Diagnostics::from(vec![problem.clone()])),
+                    problems: Diagnostics::from(vec![problem]),
+                    strict: false,
+                };
+            }
+        };
+        Layers {
+            figment: Figment::new().merge(YamlProvider {
+                name: layer_name.clone(),
+                value,
+            }),
+            declared: Ok(Parsed::declared(declared.clone(), sites.clone())),
+            layers: vec![Layer::Declared {
+                name: layer_name,
+                sites,
+            }],
+            problems: Diagnostics::new(),
+            strict: false,
+        }
+    }
+
+    /// Makes a deploy's names that nothing declares errors instead of warnings (a
+    /// deploy for another service, or a typo, is refused rather than ignored).
+    #[must_use]
+    pub fn strict(mut self) -> Self {
+        self.strict = true;
+        self
     }
 
     /// Adds a deploy file on top. An unreadable file or invalid YAML is an error now;
@@ -290,11 +403,16 @@ impl Layers {
     fn bulkhead_names(&self) -> BTreeSet<String> {
         let mut names = BTreeSet::new();
         for layer in &self.layers {
-            if let Layer::Yaml { root, .. } = layer
-                && let Some((_, NodeValue::Mapping(entries))) =
-                    root.get("bulkheads").map(|(k, n)| (k, &n.value))
-            {
-                names.extend(entries.iter().map(|(k, _)| k.text.clone()));
+            match layer {
+                Layer::Declared { sites, .. } => names.extend(sites.keys().cloned()),
+                Layer::Yaml { root, .. } => {
+                    if let Some((_, NodeValue::Mapping(entries))) =
+                        root.get("bulkheads").map(|(k, n)| (k, &n.value))
+                    {
+                        names.extend(entries.iter().map(|(k, _)| k.text.clone()));
+                    }
+                }
+                Layer::Env => {}
             }
         }
         names
@@ -313,7 +431,8 @@ impl Layers {
                 e.to_string(),
             )])
         })?;
-        let dict = data.get(&Profile::Default).cloned().unwrap_or_default();
+        let mut dict = data.get(&Profile::Default).cloned().unwrap_or_default();
+        problems.extend(self.take_undeclared(&mut dict, &declared.config));
         let root_location = Location::new(Arc::from(ENV_LAYER), 0, 0);
         let root = Node {
             value: NodeValue::Mapping(
@@ -353,10 +472,53 @@ impl Layers {
         self.resolve().map(|parsed| parsed.config)
     }
 
+    /// Over a program's declarations, takes the entries of names nothing declares out of
+    /// the merged tree, with a warning (an error when strict) at the name.
+    fn take_undeclared(&self, dict: &mut Dict, declared: &Config) -> Diagnostics {
+        let mut problems = Diagnostics::new();
+        if !matches!(self.layers.first(), Some(Layer::Declared { .. })) {
+            return problems;
+        }
+        let Some(FigmentValue::Dict(_, bulkheads)) = dict.get_mut("bulkheads") else {
+            return problems;
+        };
+        let undeclared: Vec<String> = bulkheads
+            .keys()
+            .filter(|name| !declared.bulkheads.contains_key(name.as_str()))
+            .cloned()
+            .collect();
+        for name in undeclared {
+            let Some(value) = bulkheads.remove(&name) else {
+                continue;
+            };
+            let (location, _) = self.place(&["bulkheads", &name], value.tag());
+            let hint =
+                match crate::closest_name(&name, declared.bulkheads.keys().map(String::as_str)) {
+                    Some(close) => format!(": did you mean `{close}`?"),
+                    None => String::new(),
+                };
+            let severity = if self.strict {
+                Severity::Error
+            } else {
+                Severity::Warning
+            };
+            problems.push(Diagnostic::at(
+                severity,
+                &location,
+                format!("bulkheads.{name}"),
+                format!(
+                    "`{name}` is not declared by any `#[bulkhead]` function of this program, \
+                     so these sizes apply to nothing{hint}"
+                ),
+            ));
+        }
+        problems
+    }
+
     fn first_root_location(&self) -> Option<Location> {
         self.layers.iter().find_map(|l| match l {
             Layer::Yaml { root, .. } => Some(root.location.clone()),
-            Layer::Env => None,
+            Layer::Declared { .. } | Layer::Env => None,
         })
     }
 
@@ -376,13 +538,23 @@ impl Layers {
             return (location.clone(), location);
         }
         for layer in &self.layers {
-            if let Layer::Yaml { name, root } = layer
-                && **name == *layer_name
-            {
-                return match root.find(path) {
-                    Some((key, node)) => (key.location.clone(), node.location.clone()),
-                    None => (root.location.clone(), root.location.clone()),
-                };
+            match layer {
+                Layer::Yaml { name, root } if **name == *layer_name => {
+                    return match root.find(path) {
+                        Some((key, node)) => (key.location.clone(), node.location.clone()),
+                        None => (root.location.clone(), root.location.clone()),
+                    };
+                }
+                Layer::Declared { name, sites } if **name == *layer_name => {
+                    let site = match path {
+                        ["bulkheads", bulkhead, ..] => sites.get(*bulkhead).cloned(),
+                        _ => None,
+                    };
+                    let site =
+                        site.unwrap_or_else(|| Location::new(Arc::from(DECLARED_LAYER), 0, 0));
+                    return (site.clone(), site);
+                }
+                _ => {}
             }
         }
         let unknown = Location::new(Arc::from(layer_name.as_str()), 0, 0);

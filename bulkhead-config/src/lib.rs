@@ -32,6 +32,7 @@ mod file;
 #[cfg(feature = "layers")]
 mod layers;
 mod lint;
+mod report;
 mod suggest;
 mod yaml;
 
@@ -50,6 +51,7 @@ pub use file::{
 #[cfg(feature = "layers")]
 pub use layers::{ENV_PREFIX, Layers, env_var_name};
 pub use lint::{LONG_QUEUE_WARNING, TOTAL_THREADS_WARNING, worst_case_queue_wait};
+pub use report::{CheckReport, render};
 pub use suggest::{Suggestion, suggest};
 pub use yaml::{MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES};
 
@@ -70,6 +72,20 @@ impl Parsed {
         self.locations
             .get(name)
             .map(|l| (&*l.file, l.line, l.column))
+    }
+
+    /// Declarations that were resolved elsewhere (a program's typed declarations), with
+    /// where each name is declared.
+    #[cfg(feature = "layers")]
+    pub(crate) fn declared(
+        config: Config,
+        locations: BTreeMap<String, diagnostic::Location>,
+    ) -> Self {
+        Parsed {
+            config,
+            warnings: Diagnostics::new(),
+            locations,
+        }
     }
 
     pub(crate) fn from_checked(checked: check::Checked) -> Self {

@@ -13,6 +13,7 @@
 
 mod clock;
 pub mod context;
+pub mod declaration;
 mod error;
 pub mod events;
 #[cfg(feature = "metrics")]
@@ -29,11 +30,14 @@ mod telemetry;
 mod thread_pool;
 
 pub use clock::{Clock, ManualClock, Sleep, SystemClock, system_clock};
+pub use declaration::{
+    AnnotatedFunction, DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead,
+};
 pub use error::{BulkheadError, BulkheadName, Refused};
 pub use rate_limit::{RateAdmission, RateLimiter, retry_after_header_secs};
 pub use registry::{
     Bulkhead, BulkheadShutdown, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
-    registry,
+    UndeclaredName, registry,
 };
 pub use semaphore::{
     Acquire, AsyncPermit, OwnedPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown,

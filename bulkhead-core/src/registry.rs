@@ -1,4 +1,4 @@
-//! The registry: every bulkhead of a process, by name.
+//! The registry: every bulkhead of a process, by name, and the deploy applied to them.
 //!
 //! # Invariants
 //!
@@ -9,24 +9,31 @@
 //!    same kind returns the existing bulkhead; with another kind, or reloading it with
 //!    another kind, is an error that changes nothing.
 //! 3. A reload is validated as a whole before anything is applied: it either applies to
-//!    every registered bulkhead or to none. Reloads are serialised.
+//!    every bulkhead or to none.
+//! 4. A deploy layers over what the code declares. Each entry keeps the config its code
+//!    gave it (a `#[bulkhead]` declaration, or [`Registry::register`]'s argument) as its
+//!    baseline; a deploy sets the sizes of the names it lists, and every other bulkhead
+//!    runs with its baseline.
+//! 5. Reloads and first registrations are ordered by one lock (the deploy state), so a
+//!    bulkhead registered by code is either registered before a reload (and resized by
+//!    it) or after (and built with the deploy's sizes for its name, when the kinds match).
 //!
 //! Lookups go through a [`DashMap`], so concurrent lookups of different names do not
 //! contend; callers on a hot path keep the handle instead of looking it up per call.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bulkhead_config_types::{BulkheadConfig, Config, Kind, Limits};
+use bulkhead_config_types::{BulkheadConfig, Config, Kind, Limits, closest_name};
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
-use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
 use crate::BulkheadName;
 use crate::clock::{Clock, system_clock};
+use crate::declaration::{DeclarationSite, Declarations};
 use crate::semaphore::{SemaphoreBulkhead, SemaphoreShutdown};
 use crate::snapshot::BulkheadSnapshot;
 use crate::thread_pool::{ShutdownReport, ThreadPoolBulkhead};
@@ -177,20 +184,21 @@ pub enum RegistryError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReloadProblem {
-    /// The new config gives a registered bulkhead another kind.
+    /// The new config gives a bulkhead another kind.
     KindChanged {
         /// The bulkhead's name.
         name: String,
         /// The kind it runs as.
         registered: Kind,
-        /// The kind the new config declares.
+        /// The kind the new config gives it.
         configured: Kind,
+        /// Where the program declares it (`None` for a bulkhead registered by code).
+        declared_at: Option<DeclarationSite>,
     },
-    /// The new config no longer declares a bulkhead the program uses.
-    Dropped {
-        /// The bulkhead's name.
-        name: String,
-    },
+    /// The new config names a bulkhead the program neither declares nor registered
+    /// (refused by [`Registry::reload_strict`]; [`Registry::reload`] reports it in
+    /// [`ReloadReport::undeclared`]).
+    Undeclared(UndeclaredName),
 }
 
 impl fmt::Display for ReloadProblem {
@@ -200,15 +208,45 @@ impl fmt::Display for ReloadProblem {
                 name,
                 registered,
                 configured,
-            } => write!(
-                f,
-                "bulkhead `{name}` runs as a {registered} bulkhead; the new config makes it a \
-                 {configured}: a deploy may change sizes, not kinds"
-            ),
-            ReloadProblem::Dropped { name } => write!(
-                f,
-                "bulkhead `{name}` is in use but missing from the new config: declare it again"
-            ),
+                declared_at,
+            } => {
+                write!(f, "bulkhead `{name}` ")?;
+                match declared_at {
+                    Some(site) => write!(f, "is declared as a {registered} at {site}")?,
+                    None => write!(f, "runs as a {registered}")?,
+                }
+                write!(
+                    f,
+                    "; the new config makes it a {configured}: a deploy may change sizes, not \
+                     kinds (leave `kind` out of deploy entries)"
+                )
+            }
+            ReloadProblem::Undeclared(undeclared) => undeclared.fmt(f),
+        }
+    }
+}
+
+/// A name in a deploy that no code declares or registered: most often a typo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UndeclaredName {
+    /// The name as the deploy writes it.
+    pub name: String,
+    /// The declared name it most likely meant.
+    pub did_you_mean: Option<String>,
+}
+
+impl fmt::Display for UndeclaredName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bulkhead `{}` is not declared by any `#[bulkhead]` function of this program, so \
+             its sizes apply to nothing",
+            self.name
+        )?;
+        match &self.did_you_mean {
+            Some(close) => write!(f, ": did you mean `{close}`?"),
+            None => Ok(()),
         }
     }
 }
@@ -233,22 +271,32 @@ fn join(problems: &[ReloadProblem]) -> String {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReloadReport {
-    /// Registered bulkheads whose limits changed and were applied in place.
+    /// Bulkheads whose limits changed and were applied in place (a bulkhead the deploy no
+    /// longer names goes back to its declared sizes, and is listed here if they differ).
     pub resized: Vec<String>,
-    /// Registered bulkheads whose config did not change.
+    /// Bulkheads whose config did not change.
     pub unchanged: Vec<String>,
-    /// Names in the config that no code has registered (yet): nothing to apply. A typo in
-    /// a deploy file shows up here.
-    pub not_registered: Vec<String>,
+    /// Names in the config that no code declares or registered, with a suggestion: nothing
+    /// was applied to them, but a bulkhead registered later under such a name starts with
+    /// the deploy's sizes. A typo in a deploy file shows up here.
+    pub undeclared: Vec<UndeclaredName>,
 }
 
-/// A registered bulkhead and the config it currently runs with.
+/// A registered bulkhead, the config its code gave it, and the config it runs with.
 struct Registered {
     bulkhead: Bulkhead,
-    config: Mutex<BulkheadConfig>,
+    /// What the code declared (invariant 4).
+    baseline: BulkheadConfig,
+    /// Where it is declared, for a bulkhead of the program's declarations.
+    declared_at: Option<DeclarationSite>,
+    current: Mutex<BulkheadConfig>,
 }
 
 /// Every bulkhead of a process (or of a test), by name.
+///
+/// The process-wide one, [`registry()`], holds every bulkhead the program declares with
+/// `#[bulkhead]` from its first use. One built by hand starts empty or from chosen
+/// [`Declarations`]:
 ///
 /// ```
 /// use bulkhead_config_types::{BulkheadConfig, Config, SemaphoreConfig};
@@ -267,6 +315,10 @@ struct Registered {
 /// let report = registry.reload(&config).unwrap();
 /// assert_eq!(report.resized, ["payment"]);
 /// assert_eq!(payment.snapshot().limit, 20);
+///
+/// // A deploy that no longer names it: back to the sizes its code gave it.
+/// registry.reload(&Config::default()).unwrap();
+/// assert_eq!(payment.snapshot().limit, 10);
 /// ```
 pub struct Registry {
     /// Names are leaked once per registered bulkhead (entries live as long as the registry,
@@ -274,8 +326,9 @@ pub struct Registry {
     /// `&'static str`: building and dropping the error touch no reference count.
     entries: DashMap<&'static str, Registered>,
     clock: Arc<dyn Clock>,
-    /// Serialises reloads (invariant 3).
-    reloading: Mutex<()>,
+    /// The deploy last applied (`None`: none yet). Its lock serialises reloads and orders
+    /// registrations against them (invariants 3 and 5).
+    deploy: Mutex<Option<Config>>,
 }
 
 impl Registry {
@@ -289,31 +342,77 @@ impl Registry {
         Registry {
             entries: DashMap::new(),
             clock,
-            reloading: Mutex::new(()),
+            deploy: Mutex::new(None),
         }
     }
 
-    /// Returns the bulkhead registered as `name`, building it from `config` if there is none.
+    /// A registry holding every bulkhead of `declarations`, built now with their declared
+    /// sizes and zero counts, reading time through `clock`.
+    ///
+    /// # Errors
+    ///
+    /// When two declarations give one name different kinds (see [`Declarations::check`]).
+    pub fn from_declarations(
+        declarations: &Declarations,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, crate::DeclarationConflict> {
+        declarations.check()?;
+        let registry = Registry::with_clock(clock);
+        for declared in declarations {
+            let name = declared.name();
+            let bulkhead = Bulkhead::from_config(
+                BulkheadName::from_static(name),
+                declared.config(),
+                Arc::clone(&registry.clock),
+            );
+            registry.entries.insert(
+                name,
+                Registered {
+                    bulkhead,
+                    baseline: declared.config().clone(),
+                    declared_at: Some(declared.declared_at()),
+                    current: Mutex::new(declared.config().clone()),
+                },
+            );
+        }
+        Ok(registry)
+    }
+
+    /// Returns the bulkhead registered as `name`, building it if there is none: with the
+    /// sizes the applied deploy gives `name` when it gives it the same kind, otherwise with
+    /// `config`. `config` stays its baseline (what a deploy that does not name it restores).
     ///
     /// Idempotent: when `name` is already registered with the same kind, the existing
     /// bulkhead is returned unchanged (`config`'s sizes are not applied; use
     /// [`reload`](Self::reload) to change them).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::KindMismatch`] when `name` is registered with the other kind.
     pub fn register(&self, name: &str, config: &BulkheadConfig) -> Result<Bulkhead, RegistryError> {
         if let Some(existing) = self.entries.get(name) {
             return same_kind(name, &existing.bulkhead, config);
         }
+        let deploy = self.deploy.lock();
         let name: &'static str = Box::leak(Box::from(name));
         match self.entries.entry(name) {
             Entry::Occupied(existing) => same_kind(name, &existing.get().bulkhead, config),
             Entry::Vacant(vacant) => {
+                let current = deploy
+                    .as_ref()
+                    .and_then(|d| d.bulkheads.get(name))
+                    .filter(|deployed| deployed.kind() == config.kind())
+                    .unwrap_or(config);
                 let bulkhead = Bulkhead::from_config(
                     BulkheadName::from_static(name),
-                    config,
+                    current,
                     Arc::clone(&self.clock),
                 );
                 vacant.insert(Registered {
                     bulkhead: bulkhead.clone(),
-                    config: Mutex::new(config.clone()),
+                    baseline: config.clone(),
+                    declared_at: None,
+                    current: Mutex::new(current.clone()),
                 });
                 Ok(bulkhead)
             }
@@ -346,60 +445,91 @@ impl Registry {
         names
     }
 
-    /// Applies a new config to the registered bulkheads, in place.
-    ///
-    /// Refused as a whole, with nothing applied, when it changes the kind of a registered
-    /// bulkhead or leaves one out. Names it declares that nothing registered are reported
-    /// in [`ReloadReport::not_registered`]. Never blocks on running calls (see
-    /// [`SemaphoreBulkhead::resize`] and [`ThreadPoolBulkhead::resize`]).
-    pub fn reload(&self, config: &Config) -> Result<ReloadReport, ReloadError> {
-        let _serialised = self.reloading.lock();
-        let mut registered: Vec<(String, Bulkhead)> = self
-            .entries
-            .iter()
-            .map(|e| (e.key().to_string(), e.bulkhead.clone()))
-            .collect();
-        registered.sort_by(|a, b| a.0.cmp(&b.0));
+    /// The config `name` runs with now (its baseline, or what the applied deploy gives it).
+    pub fn config(&self, name: &str) -> Option<BulkheadConfig> {
+        self.entries.get(name).map(|e| e.current.lock().clone())
+    }
 
-        let problems: Vec<ReloadProblem> = registered
-            .iter()
-            .filter_map(|(name, bulkhead)| match config.bulkheads.get(name) {
-                None => Some(ReloadProblem::Dropped { name: name.clone() }),
-                Some(new) if new.kind() != bulkhead.kind() => Some(ReloadProblem::KindChanged {
+    /// The deploy last applied by [`reload`](Self::reload), if any.
+    pub fn deploy(&self) -> Option<Config> {
+        self.deploy.lock().clone()
+    }
+
+    /// Applies a deploy, in place: the bulkheads it names take its sizes, every other
+    /// bulkhead goes back to the sizes its code gave it (the module's invariant 4).
+    ///
+    /// Refused as a whole, with nothing applied, when it changes the kind of a bulkhead
+    /// (the problem names where the program declares it). Names that no code declares or
+    /// registered are reported in [`ReloadReport::undeclared`] with a suggestion; use
+    /// [`reload_strict`](Self::reload_strict) to refuse them instead. Never blocks on
+    /// running calls (see [`SemaphoreBulkhead::resize`] and [`ThreadPoolBulkhead::resize`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ReloadError`] with every [`ReloadProblem`] found.
+    pub fn reload(&self, config: &Config) -> Result<ReloadReport, ReloadError> {
+        self.apply(config, false)
+    }
+
+    /// [`reload`](Self::reload), but a name no code declares or registered is refused
+    /// ([`ReloadProblem::Undeclared`]) instead of reported.
+    ///
+    /// # Errors
+    ///
+    /// [`ReloadError`] with every [`ReloadProblem`] found.
+    pub fn reload_strict(&self, config: &Config) -> Result<ReloadReport, ReloadError> {
+        self.apply(config, true)
+    }
+
+    fn apply(&self, config: &Config, strict: bool) -> Result<ReloadReport, ReloadError> {
+        let mut deploy = self.deploy.lock();
+        let names = self.names();
+        let mut problems = Vec::new();
+        let mut undeclared = Vec::new();
+        for (name, new) in &config.bulkheads {
+            match self.entries.get(name.as_str()) {
+                Some(entry) if entry.bulkhead.kind() != new.kind() => {
+                    problems.push(ReloadProblem::KindChanged {
+                        name: name.clone(),
+                        registered: entry.bulkhead.kind(),
+                        configured: new.kind(),
+                        declared_at: entry.declared_at,
+                    });
+                }
+                Some(_) => {}
+                None => undeclared.push(UndeclaredName {
                     name: name.clone(),
-                    registered: bulkhead.kind(),
-                    configured: new.kind(),
+                    did_you_mean: closest_name(name, names.iter().map(String::as_str))
+                        .map(str::to_owned),
                 }),
-                Some(_) => None,
-            })
-            .collect();
+            }
+        }
+        if strict {
+            problems.extend(undeclared.iter().cloned().map(ReloadProblem::Undeclared));
+        }
         if !problems.is_empty() {
             return Err(ReloadError { problems });
         }
 
-        let mut report = ReloadReport::default();
-        for (name, bulkhead) in registered {
-            let Some(new) = config.bulkheads.get(&name) else {
-                continue;
-            };
+        let mut report = ReloadReport {
+            undeclared,
+            ..ReloadReport::default()
+        };
+        for name in names {
             let Some(entry) = self.entries.get(name.as_str()) else {
                 continue;
             };
-            let mut current = entry.config.lock();
+            let new = config.bulkheads.get(&name).unwrap_or(&entry.baseline);
+            let mut current = entry.current.lock();
             if *current == *new {
                 report.unchanged.push(name);
             } else {
-                bulkhead.apply(new);
+                entry.bulkhead.apply(new);
                 *current = new.clone();
                 report.resized.push(name);
             }
         }
-        report.not_registered = config
-            .bulkheads
-            .keys()
-            .filter(|name| !self.entries.contains_key(name.as_str()))
-            .cloned()
-            .collect();
+        *deploy = Some(config.clone());
         Ok(report)
     }
 
@@ -462,9 +592,35 @@ impl fmt::Debug for Registry {
     }
 }
 
-static REGISTRY: Lazy<Registry> = Lazy::new(Registry::new);
-
-/// The process-wide registry, on the system clock. Created on first use.
+/// The process-wide registry, on the system clock: every bulkhead the linked program
+/// declares with `#[bulkhead]` (see [`Declarations::of_program`]), built on first use with
+/// the declared sizes, plus any a program registers by hand.
+///
+/// # Panics
+///
+/// On first use, when two declarations in the program give one name different kinds
+/// (the message names both sites). Such a program cannot run either of them; call
+/// [`Declarations::check`] at start-up to get it as an error instead.
 pub fn registry() -> &'static Registry {
-    &REGISTRY
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let declarations = Declarations::of_program();
+        for declared in declarations {
+            for (site, _) in declared.overridden() {
+                tracing::warn!(
+                    bulkhead = declared.name(),
+                    serving = %declared.declared_at(),
+                    ignored = %site,
+                    "bulkhead `{}` is declared twice with different sizes; the sizes declared \
+                     at {} serve and those at {site} do not: size it in the deploy to decide",
+                    declared.name(),
+                    declared.declared_at(),
+                );
+            }
+        }
+        match Registry::from_declarations(declarations, system_clock()) {
+            Ok(registry) => registry,
+            Err(conflict) => panic!("{conflict}"),
+        }
+    })
 }

@@ -129,6 +129,7 @@ fn reload_refuses_a_kind_change_and_applies_nothing() {
             name: "search".into(),
             registered: Kind::Semaphore,
             configured: Kind::ThreadPool,
+            declared_at: None,
         }]
     );
     assert!(err.to_string().contains("may change sizes, not kinds"));
@@ -137,35 +138,72 @@ fn reload_refuses_a_kind_change_and_applies_nothing() {
 }
 
 #[test]
-fn reload_refuses_dropping_a_registered_bulkhead() {
+fn a_bulkhead_the_deploy_no_longer_names_goes_back_to_the_sizes_its_code_gave_it() {
     let registry = Registry::new();
     registry.semaphore_or_panic("payment", 2);
-    registry.semaphore_or_panic("search", 2);
-    let err = registry
+    let search = registry.semaphore_or_panic("search", 2);
+    registry
+        .reload(&config(&[
+            ("payment", semaphore_config(3)),
+            ("search", semaphore_config(7)),
+        ]))
+        .unwrap();
+    assert_eq!(search.limit(), 7);
+    let report = registry
         .reload(&config(&[("payment", semaphore_config(3))]))
-        .unwrap_err();
+        .unwrap();
     assert_eq!(
-        err.problems,
-        [ReloadProblem::Dropped {
-            name: "search".into()
-        }]
+        (report.resized, report.unchanged),
+        (vec!["search".to_owned()], vec!["payment".to_owned()])
     );
+    assert_eq!(search.limit(), 2);
+}
+
+#[test]
+fn reload_reports_undeclared_names_with_a_suggestion() {
+    let registry = Registry::new();
+    registry.semaphore_or_panic("payment", 2);
+    let deploy = config(&[
+        ("payment", semaphore_config(2)),
+        ("paymnet", semaphore_config(4)),
+    ]);
+    let report = registry.reload(&deploy).unwrap();
+    assert_eq!(report.undeclared.len(), 1);
+    assert_eq!(report.undeclared[0].name, "paymnet");
+    assert_eq!(
+        report.undeclared[0].did_you_mean.as_deref(),
+        Some("payment")
+    );
+    assert!(
+        report.undeclared[0]
+            .to_string()
+            .contains("did you mean `payment`?")
+    );
+    assert_eq!(report.unchanged, ["payment"]);
+    assert!(registry.get("paymnet").is_none());
+
+    // Strict: the same deploy is refused, with nothing applied.
+    let mut strict = deploy.clone();
+    strict
+        .bulkheads
+        .insert("payment".into(), semaphore_config(9));
+    let err = registry.reload_strict(&strict).unwrap_err();
+    assert!(matches!(&err.problems[..], [ReloadProblem::Undeclared(u)] if u.name == "paymnet"));
     assert_eq!(registry.semaphore("payment").unwrap().limit(), 2);
 }
 
 #[test]
-fn reload_reports_names_nothing_registered() {
+fn a_bulkhead_registered_after_a_reload_starts_with_the_deploys_sizes() {
     let registry = Registry::new();
-    registry.semaphore_or_panic("payment", 2);
     let report = registry
-        .reload(&config(&[
-            ("payment", semaphore_config(2)),
-            ("paymnet", semaphore_config(4)),
-        ]))
+        .reload(&config(&[("login", semaphore_config(12))]))
         .unwrap();
-    assert_eq!(report.not_registered, ["paymnet"]);
-    assert_eq!(report.unchanged, ["payment"]);
-    assert!(registry.get("paymnet").is_none());
+    assert_eq!(report.undeclared[0].name, "login");
+    let login = registry.semaphore_or_panic("login", 3);
+    assert_eq!(login.limit(), 12);
+    // Its baseline is what its code gave it: a deploy without it restores 3.
+    registry.reload(&Config::default()).unwrap();
+    assert_eq!(login.limit(), 3);
 }
 
 #[test]

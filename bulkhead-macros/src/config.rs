@@ -38,13 +38,37 @@ pub(crate) struct Location {
     pub named_in_manifest: Option<String>,
 }
 
+impl Location {
+    /// The config file as the crate's authors know it: relative to `Cargo.toml`.
+    pub(crate) fn relative_path(&self) -> String {
+        match &self.named_in_manifest {
+            Some(named) => named.clone(),
+            None => DEFAULT_FILE.to_owned(),
+        }
+    }
+}
+
+/// One bulkhead as the config declares it: resolved, and where its name is written.
+#[derive(Debug)]
+pub(crate) struct Declared {
+    pub config: bulkhead_config::BulkheadConfig,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Declared {
+    pub(crate) fn kind(&self) -> Kind {
+        self.config.kind()
+    }
+}
+
 /// The outcome of looking for and validating the config.
 #[derive(Debug)]
 pub(crate) enum Loaded {
-    /// A valid config: the declared bulkheads and their kinds.
+    /// A valid config: the declared bulkheads, resolved.
     Valid {
         location: Location,
-        bulkheads: BTreeMap<String, Kind>,
+        bulkheads: BTreeMap<String, Declared>,
     },
     /// No file where it was expected.
     Missing { location: Location },
@@ -160,7 +184,15 @@ fn read_and_validate(location: Location) -> Loaded {
                 .config
                 .bulkheads
                 .iter()
-                .map(|(name, config)| (name.clone(), config.kind()))
+                .map(|(name, config)| {
+                    let (_, line, column) = parsed.declared_at(name).unwrap_or(("", 0, 0));
+                    let declared = Declared {
+                        config: config.clone(),
+                        line,
+                        column,
+                    };
+                    (name.clone(), declared)
+                })
                 .collect(),
             location,
         },

@@ -32,8 +32,9 @@ use syn::visit_mut::VisitMut;
 
 use crate::analysis;
 use crate::args;
-use crate::config::{self, Kind, Loaded, Location};
+use crate::config::{self, Declared, Kind, Loaded, Location};
 use crate::ctxt::Ctxt;
+use crate::emit_config;
 
 /// The whole attribute: parse, check, expand; on any error, the original item and the errors.
 pub(crate) fn bulkhead(attr: TokenStream, item: TokenStream, file: Option<&Path>) -> TokenStream {
@@ -49,23 +50,23 @@ pub(crate) fn bulkhead(attr: TokenStream, item: TokenStream, file: Option<&Path>
     };
     check_shape(&mut cx, &func);
 
+    let loaded = config::load();
     let mut resolved = None;
     if let Some(name) = &args.name {
-        let loaded = config::load();
         resolved = resolve(&mut cx, &loaded, name);
         let scope = analysis::scope(file, &func, &name.value());
         analysis::check_calls(&mut cx, &func, &name.value(), &scope);
     }
-    if let Some((kind, _)) = &resolved
-        && *kind == Kind::ThreadPool
+    if let Some((declared, _)) = &resolved
+        && declared.kind() == Kind::ThreadPool
         && func.sig.asyncness.is_some()
     {
         check_owned_arguments(&mut cx, &func, args.name.as_ref());
     }
 
     match (resolved, &args.name) {
-        (Some((kind, location)), Some(name)) if !cx.has_errors() => {
-            expand(&func, name, kind, args.fallback.as_ref(), &location)
+        (Some((declared, location)), Some(name)) if !cx.has_errors() => {
+            expand(&func, name, declared, args.fallback.as_ref(), location)
         }
         _ => {
             let errors = cx.to_compile_errors();
@@ -75,15 +76,19 @@ pub(crate) fn bulkhead(attr: TokenStream, item: TokenStream, file: Option<&Path>
 }
 
 /// Looks the name up in the config; reports a missing or invalid config or an unknown name.
-fn resolve(cx: &mut Ctxt, loaded: &Loaded, name: &syn::LitStr) -> Option<(Kind, Location)> {
+fn resolve<'a>(
+    cx: &mut Ctxt,
+    loaded: &'a Loaded,
+    name: &syn::LitStr,
+) -> Option<(&'a Declared, &'a Location)> {
     match loaded {
         Loaded::Valid {
             location,
             bulkheads,
         } => {
             let wanted = name.value();
-            if let Some(kind) = bulkheads.get(&wanted) {
-                return Some((*kind, location.clone()));
+            if let Some(declared) = bulkheads.get(&wanted) {
+                return Some((declared, location));
             }
             let file = location.path.display();
             let help = match crate::suggest::closest(&wanted, bulkheads.keys().map(String::as_str))
@@ -259,13 +264,13 @@ struct Argument {
 fn expand(
     func: &syn::ItemFn,
     name: &syn::LitStr,
-    kind: Kind,
+    declared: &Declared,
     fallback: Option<&syn::Path>,
     location: &Location,
 ) -> TokenStream {
     let mut func = func.clone();
     let is_async = func.sig.asyncness.is_some();
-    let thread_pool = kind == Kind::ThreadPool;
+    let thread_pool = declared.kind() == Kind::ThreadPool;
     // Arguments must be kept whole when they travel to a worker or to a fallback.
     let keep_whole = thread_pool || fallback.is_some();
 
@@ -333,6 +338,9 @@ fn expand(
         quote!(#p::SemaphoreSlot)
     };
     let slot = Ident::new("__BULKHEAD", Span::mixed_site());
+    let declaration = Ident::new("__BULKHEAD_DECLARATION", Span::mixed_site());
+    // Edits of the config file and of `Cargo.toml` rebuild the crate (nothing of them is
+    // read at run time: the declaration below is typed data).
     let config_path = location.path.display().to_string();
     let track_manifest = location.cargo_toml.as_ref().map(|toml| {
         let toml = toml.display().to_string();
@@ -341,12 +349,44 @@ fn expand(
         )
     });
     let name_value = name.value();
+    let kind_variant = if thread_pool {
+        quote!(ThreadPool)
+    } else {
+        quote!(Semaphore)
+    };
+    let config = emit_config::bulkhead_config(&declared.config);
+    let relative_file = location.relative_path();
+    let (line, column) = (
+        u32::try_from(declared.line).unwrap_or(u32::MAX),
+        u32::try_from(declared.column).unwrap_or(u32::MAX),
+    );
+    let function_name = func.sig.ident.to_string();
     let declare = quote! {
-        static #slot: #slot_ty = #slot_ty::new(#p::Declaration {
-            name: #name_value,
-            config: ::core::include_str!(#config_path),
-            config_path: #config_path,
-        });
+        #p::declare! {
+            static #declaration: #p::Declaration = #p::Declaration {
+                name: #name_value,
+                kind: #p::config_types::Kind::#kind_variant,
+                config: {
+                    fn __bulkhead_declared_config() -> #p::config_types::BulkheadConfig {
+                        #config
+                    }
+                    __bulkhead_declared_config
+                },
+                declared_at: #p::DeclarationSite {
+                    crate_name: ::core::env!("CARGO_PKG_NAME"),
+                    file: #relative_file,
+                    line: #line,
+                    column: #column,
+                },
+                function: #p::AnnotatedFunction {
+                    path: ::core::concat!(::core::module_path!(), "::", #function_name),
+                    file: ::core::file!(),
+                    line: ::core::line!(),
+                },
+            };
+        }
+        static #slot: #slot_ty = #slot_ty::new(&#declaration);
+        const _: &str = ::core::include_str!(#config_path);
         #track_manifest
     };
 

@@ -10,6 +10,7 @@ mod analysis;
 mod args;
 mod config;
 mod ctxt;
+mod emit_config;
 mod expand;
 mod suggest;
 

@@ -1,0 +1,31 @@
+//! "Did you mean …?": the one rule every part of bulkhead uses to suggest a name for a
+//! likely typo (config keys, templates, bulkhead names in deploys and environment variables).
+
+/// The closest of `candidates` to `word`, if one is close enough to be a likely typo.
+/// Case, `-`/`_` and camelCase are ignored, so `maxConcurrentCall` finds
+/// `max_concurrent_calls` and `PDF_RANDER` finds `pdf-render`.
+///
+/// ```
+/// use bulkhead_config_types::closest_name;
+/// assert_eq!(closest_name("pdf-rander", ["pdf-render", "payment"]), Some("pdf-render"));
+/// assert_eq!(closest_name("inventory", ["pdf-render", "payment"]), None);
+/// ```
+pub fn closest_name<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let word = normal(word);
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(&word, &normal(c)), c))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+fn normal(s: &str) -> String {
+    s.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}

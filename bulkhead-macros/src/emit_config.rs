@@ -1,0 +1,191 @@
+//! A resolved [`BulkheadConfig`] written back as Rust: the expression the expansion
+//! compiles into the binary, so the run time builds the declared config without parsing.
+//!
+//! Every struct is taken apart with an exhaustive pattern, so a field added to a config
+//! type fails to compile here until it is emitted too (a declaration can never silently
+//! lose a setting). The expression names only `::bulkhead::__private::config_types`.
+
+use bulkhead_config::{
+    BulkheadConfig, CodelConfig, Duration, Expected, Limits, OnFull, QueueOrder, RateLimitConfig,
+    SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// The expression that builds `config`.
+pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
+    let c = types();
+    let BulkheadConfig {
+        limits,
+        rate_limit,
+        saturation,
+        expected,
+    } = config;
+    let limits = self::limits(limits);
+    let rate_limit = option(rate_limit.as_ref(), self::rate_limit);
+    let saturation = self::saturation(saturation);
+    let expected = option(expected.as_ref(), self::expected);
+    quote! {
+        #c::BulkheadConfig {
+            limits: #limits,
+            rate_limit: #rate_limit,
+            saturation: #saturation,
+            expected: #expected,
+        }
+    }
+}
+
+fn types() -> TokenStream {
+    quote!(::bulkhead::__private::config_types)
+}
+
+fn limits(limits: &Limits) -> TokenStream {
+    let c = types();
+    match limits {
+        Limits::Semaphore(semaphore) => {
+            let SemaphoreConfig {
+                max_concurrent_calls,
+                max_wait,
+                fair,
+            } = semaphore;
+            let max_wait = duration(*max_wait);
+            quote! {
+                #c::Limits::Semaphore(#c::SemaphoreConfig {
+                    max_concurrent_calls: #max_concurrent_calls,
+                    max_wait: #max_wait,
+                    fair: #fair,
+                })
+            }
+        }
+        Limits::ThreadPool(pool) => {
+            let ThreadPoolConfig {
+                core_threads,
+                max_threads,
+                queue_capacity,
+                keep_alive,
+                on_full,
+                max_queue_wait,
+                thread_name_prefix,
+                queue_order,
+                codel,
+            } = pool;
+            let keep_alive = duration(*keep_alive);
+            let on_full = match on_full {
+                OnFull::Abort => quote!(#c::OnFull::Abort),
+                OnFull::CallerRuns => quote!(#c::OnFull::CallerRuns),
+                OnFull::Wait(wait) => {
+                    let wait = duration(*wait);
+                    quote!(#c::OnFull::Wait(#wait))
+                }
+            };
+            let max_queue_wait = option(max_queue_wait.as_ref(), |d| duration(*d));
+            let thread_name_prefix = option(
+                thread_name_prefix.as_ref(),
+                |prefix| quote!(::std::string::String::from(#prefix)),
+            );
+            let queue_order = match queue_order {
+                QueueOrder::Fifo => quote!(#c::QueueOrder::Fifo),
+                QueueOrder::AdaptiveLifo => quote!(#c::QueueOrder::AdaptiveLifo),
+            };
+            let codel = option(codel.as_ref(), |codel| {
+                let CodelConfig { target, interval } = codel;
+                let (target, interval) = (duration(*target), duration(*interval));
+                quote!(#c::CodelConfig { target: #target, interval: #interval })
+            });
+            quote! {
+                #c::Limits::ThreadPool(#c::ThreadPoolConfig {
+                    core_threads: #core_threads,
+                    max_threads: #max_threads,
+                    queue_capacity: #queue_capacity,
+                    keep_alive: #keep_alive,
+                    on_full: #on_full,
+                    max_queue_wait: #max_queue_wait,
+                    thread_name_prefix: #thread_name_prefix,
+                    queue_order: #queue_order,
+                    codel: #codel,
+                })
+            }
+        }
+    }
+}
+
+fn rate_limit(rate_limit: &RateLimitConfig) -> TokenStream {
+    let c = types();
+    let RateLimitConfig {
+        limit_for_period,
+        refresh_period,
+        timeout,
+    } = rate_limit;
+    let (refresh_period, timeout) = (duration(*refresh_period), duration(*timeout));
+    quote! {
+        #c::RateLimitConfig {
+            limit_for_period: #limit_for_period,
+            refresh_period: #refresh_period,
+            timeout: #timeout,
+        }
+    }
+}
+
+fn saturation(saturation: &SaturationThresholds) -> TokenStream {
+    let c = types();
+    let SaturationThresholds {
+        active_warning,
+        active_critical,
+        queue_warning,
+        queue_critical,
+    } = saturation;
+    let [
+        active_warning,
+        active_critical,
+        queue_warning,
+        queue_critical,
+    ] = [
+        active_warning,
+        active_critical,
+        queue_warning,
+        queue_critical,
+    ]
+    .map(|v| float(*v));
+    quote! {
+        #c::SaturationThresholds {
+            active_warning: #active_warning,
+            active_critical: #active_critical,
+            queue_warning: #queue_warning,
+            queue_critical: #queue_critical,
+        }
+    }
+}
+
+fn expected(expected: &Expected) -> TokenStream {
+    let c = types();
+    let Expected {
+        latency,
+        client_timeout,
+    } = expected;
+    let latency = duration(*latency);
+    let client_timeout = option(client_timeout.as_ref(), |d| duration(*d));
+    quote!(#c::Expected { latency: #latency, client_timeout: #client_timeout })
+}
+
+/// Exact, whatever the value: the bits of the `f64`.
+fn float(value: f64) -> TokenStream {
+    let bits = value.to_bits();
+    quote!(f64::from_bits(#bits))
+}
+
+fn duration(duration: Duration) -> TokenStream {
+    let c = types();
+    let d = duration.as_std();
+    let (secs, nanos) = (d.as_secs(), d.subsec_nanos());
+    quote!(#c::Duration::from_std(::core::time::Duration::new(#secs, #nanos)))
+}
+
+fn option<T>(value: Option<&T>, emit: impl FnOnce(&T) -> TokenStream) -> TokenStream {
+    match value {
+        Some(value) => {
+            let value = emit(value);
+            quote!(::core::option::Option::Some(#value))
+        }
+        None => quote!(::core::option::Option::None),
+    }
+}

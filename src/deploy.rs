@@ -1,0 +1,378 @@
+//! The program's declarations, the process-wide registry, and deploys applied to it.
+//!
+//! Every `#[bulkhead]` function compiles its bulkhead's declaration into the binary as
+//! typed data, and the linker gathers them ([`declarations`]). The process-wide
+//! [`registry`] holds every declared bulkhead from its first use, with the declared sizes
+//! and zero counts. A deploy — a [`Config`] built in code, or deploy files and
+//! `BULKHEAD_…` environment variables layered over the declarations with [`Deploy`] — is
+//! checked against every declaration, used or not, and applied in place.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use bulkhead_config::{CheckReport, Diagnostic, Diagnostics, Layers, Parsed, Severity};
+use bulkhead_core::{Declarations, Registry, ReloadError, ReloadReport};
+
+use crate::Config;
+
+/// The process-wide registry: every bulkhead the linked program declares with
+/// `#[bulkhead]` — in this crate and in every library it links — from the first use, with
+/// the declared sizes (or a deploy's) and zero counts; plus any bulkhead the program
+/// registers by hand. Snapshots, metrics and shutdown start here.
+///
+/// ```
+/// use bulkhead::{BulkheadError, bulkhead};
+///
+/// #[bulkhead("inventory")]
+/// fn reserve(sku: u64) -> Result<u64, BulkheadError> {
+///     Ok(sku)
+/// }
+///
+/// // Before any call: the bulkhead is there, with its declared limit and zero counts.
+/// let inventory = bulkhead::registry().semaphore("inventory").expect("declared");
+/// assert_eq!((inventory.limit(), inventory.snapshot().calls.permitted), (4, 0));
+/// reserve(1).unwrap();
+/// assert_eq!(inventory.snapshot().calls.permitted, 1);
+/// ```
+///
+/// # Panics
+///
+/// On first use, when two crates of the program declare one name with different kinds
+/// (the message names both declarations). Call [`Declarations::check`] on
+/// [`declarations()`] at start-up, or use [`Deploy::install`], to get it as an error.
+pub fn registry() -> &'static Registry {
+    bulkhead_core::registry()
+}
+
+/// Every bulkhead the linked program declares: its config, kind, where it is declared and
+/// the functions that use it. Built from the binary alone (nothing is read or parsed).
+///
+/// ```
+/// use bulkhead::{BulkheadError, bulkhead};
+///
+/// #[bulkhead("payment")]
+/// fn charge(order: u64) -> Result<u64, BulkheadError> {
+///     Ok(order)
+/// }
+///
+/// let payment = bulkhead::declarations().get("payment").expect("declared by `charge`");
+/// assert_eq!(payment.kind(), bulkhead::config::Kind::Semaphore);
+/// assert_eq!(payment.declared_at().file, "bulkheads.yaml");
+/// assert!(payment.functions()[0].path.ends_with("::charge"));
+/// ```
+///
+/// A bulkhead named in `bulkheads.yaml` but used by no linked function is not part of the
+/// program, and is not listed.
+pub fn declarations() -> &'static Declarations {
+    Declarations::of_program()
+}
+
+/// The program's declarations as a [`Config`], with where each is declared.
+fn declared_config() -> (Config, impl Fn(&str) -> Option<String>) {
+    let declarations = declarations();
+    let mut config = Config::default();
+    for declared in declarations {
+        config
+            .bulkheads
+            .insert(declared.name().to_owned(), declared.config().clone());
+    }
+    let site = |name: &str| declarations.get(name).map(|d| d.declared_at().to_string());
+    (config, site)
+}
+
+/// Applies a deploy's config at start-up: the bulkheads it names take its sizes, every
+/// other declared bulkhead keeps its declared sizes.
+///
+/// Checked against every declaration of the program, used or not, and refused as a whole
+/// (nothing applied) when it gives a bulkhead another kind — the error names where the
+/// program declares it. A name that no code declares is reported in
+/// [`ReloadReport::undeclared`] with a suggestion ([`install_strict`] refuses it).
+///
+/// ```
+/// use bulkhead::config::{BulkheadConfig, SemaphoreConfig};
+/// use bulkhead::{BulkheadError, Config, bulkhead};
+///
+/// #[bulkhead("recommendations")]
+/// fn recommend(user: u64) -> Result<Vec<u64>, BulkheadError> {
+///     Ok(vec![user + 1])
+/// }
+///
+/// let mut deploy = Config::default();
+/// let two = SemaphoreConfig { max_concurrent_calls: 2, ..Default::default() };
+/// deploy.bulkheads.insert("recommendations".into(), BulkheadConfig::semaphore(two.clone()));
+/// deploy.bulkheads.insert("recomendations".into(), BulkheadConfig::semaphore(two));
+/// let report = bulkhead::install(&deploy).unwrap();
+/// assert_eq!(report.resized, ["recommendations"]);
+/// assert_eq!(report.undeclared[0].did_you_mean.as_deref(), Some("recommendations"));
+/// assert_eq!(bulkhead::registry().semaphore("recommendations").unwrap().limit(), 2);
+/// # recommend(1).unwrap();
+/// ```
+///
+/// Deploy files and environment variables are layered over the declarations by
+/// [`Deploy`], which also lets a deploy entry give sizes only.
+///
+/// # Errors
+///
+/// [`ReloadError`] listing every problem; nothing was applied.
+pub fn install(config: &Config) -> Result<ReloadReport, ReloadError> {
+    registry().reload(config)
+}
+
+/// [`install`], but a name no code declares is refused instead of reported.
+///
+/// # Errors
+///
+/// [`ReloadError`] listing every problem; nothing was applied.
+pub fn install_strict(config: &Config) -> Result<ReloadReport, ReloadError> {
+    registry().reload_strict(config)
+}
+
+/// Applies a new deploy at any time, without a restart: every size can change; kinds
+/// cannot. Same rules and report as [`install`]; a bulkhead the new config no longer names
+/// goes back to its declared sizes.
+///
+/// # Errors
+///
+/// [`ReloadError`] listing every problem; nothing was applied.
+pub fn reload(config: &Config) -> Result<ReloadReport, ReloadError> {
+    registry().reload(config)
+}
+
+/// Why a [`Deploy`] was not applied. Nothing was.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeployError {
+    /// The deploy's files or variables have problems: each names its file, line and key,
+    /// or its environment variable.
+    #[error("the deploy is invalid, nothing applied:\n{0}")]
+    Invalid(Diagnostics),
+    /// The registry refused it (a kind change, or an undeclared name when strict).
+    #[error(transparent)]
+    Refused(#[from] ReloadError),
+}
+
+/// A deploy layered over the program's declarations: deploy files, then `BULKHEAD_…`
+/// environment variables (each layer wins over the ones below it, key by key).
+///
+/// A deploy entry may give sizes only: the kind comes from the declaration. A name the
+/// program does not declare is a warning with a "did you mean" (an error with
+/// [`strict`](Self::strict)); a kind change is an error naming the declaration.
+///
+/// ```
+/// use bulkhead::{BulkheadError, bulkhead};
+///
+/// #[bulkhead("payment")]
+/// fn charge(order: u64) -> Result<u64, BulkheadError> {
+///     Ok(order)
+/// }
+///
+/// let report = bulkhead::Deploy::new()
+///     .yaml("deploy/prod.yaml", "bulkheads:\n  payment: { max_concurrent_calls: 40 }\n")?
+///     .env_vars([("BULKHEAD_PAYMENT__MAX_WAIT".to_owned(), "50ms".to_owned())])
+///     .install()?;
+/// assert_eq!(report.resized, ["payment"]);
+/// let payment = bulkhead::registry().semaphore("payment").unwrap();
+/// assert_eq!(payment.limit(), 40);
+/// # charge(1)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// In production read the file and the process environment:
+/// `Deploy::new().file("deploy/prod.yaml")?.env().install()?`.
+#[derive(Debug)]
+#[must_use = "a Deploy does nothing until it is installed or checked"]
+pub struct Deploy {
+    layers: Layers,
+    strict: bool,
+}
+
+impl Default for Deploy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Deploy {
+    /// A deploy over every declaration of the program, with no layer yet.
+    pub fn new() -> Self {
+        let (declared, site) = declared_config();
+        Deploy {
+            layers: Layers::over_declarations(&declared, site),
+            strict: false,
+        }
+    }
+
+    /// Adds a deploy file on top.
+    ///
+    /// # Errors
+    ///
+    /// An unreadable file or invalid YAML, now; other problems are reported when the
+    /// deploy is resolved, all at once.
+    pub fn file(self, path: impl AsRef<Path>) -> Result<Self, Diagnostics> {
+        Ok(Deploy {
+            layers: self.layers.file(path)?,
+            ..self
+        })
+    }
+
+    /// Adds a deploy layer from YAML text, named `name` in messages.
+    ///
+    /// # Errors
+    ///
+    /// Invalid YAML, now; other problems are reported when the deploy is resolved.
+    pub fn yaml(self, name: &str, text: &str) -> Result<Self, Diagnostics> {
+        Ok(Deploy {
+            layers: self.layers.yaml(name, text)?,
+            ..self
+        })
+    }
+
+    /// Adds the process's `BULKHEAD_<NAME>__<KEY>` environment variables on top.
+    pub fn env(self) -> Self {
+        Deploy {
+            layers: self.layers.env(),
+            ..self
+        }
+    }
+
+    /// Adds the given variables as the environment layer (tests, or a captured environment).
+    pub fn env_vars(self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        Deploy {
+            layers: self.layers.env_vars(vars),
+            ..self
+        }
+    }
+
+    /// Refuses names the program does not declare instead of warning about them.
+    pub fn strict(self) -> Self {
+        Deploy {
+            layers: self.layers.strict(),
+            strict: true,
+        }
+    }
+
+    /// The layered config and its warnings (lints, undeclared names), without applying it.
+    ///
+    /// # Errors
+    ///
+    /// Every problem of every layer, each placed in its file or variable.
+    pub fn resolve(&self) -> Result<Parsed, Diagnostics> {
+        self.layers.resolve()
+    }
+
+    /// Applies the deploy to the process-wide registry ([`install`]'s rules).
+    ///
+    /// # Errors
+    ///
+    /// [`DeployError::Invalid`] when a layer has problems, [`DeployError::Refused`] when
+    /// the registry refuses it; nothing is applied either way.
+    pub fn install(self) -> Result<ReloadReport, DeployError> {
+        let parsed = self.resolve().map_err(DeployError::Invalid)?;
+        let registry = registry();
+        let report = if self.strict {
+            registry.reload_strict(&parsed.config)?
+        } else {
+            registry.reload(&parsed.config)?
+        };
+        Ok(report)
+    }
+}
+
+/// Checks deploy files against every declaration of this program, as CI runs it: each
+/// file is layered over the declarations on its own (strictly, when `strict`: undeclared
+/// names are errors). The report prints like `bulkhead check`
+/// ([`DeployCheck::human`]) and ends the process with its exit status (0 clean,
+/// 1 problems, 2 a file that could not be read).
+///
+/// A service gives itself a `--check-config` flag with it:
+///
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     let args: Vec<String> = std::env::args().skip(1).collect();
+///     if let [flag, files @ ..] = args.as_slice()
+///         && flag == "--check-config"
+///     {
+///         let check = bulkhead::check_deploy(files, true);
+///         print!("{}", check.human());
+///         return check.exit_code();
+///     }
+///     // … serve …
+///     std::process::ExitCode::SUCCESS
+/// }
+/// ```
+pub fn check_deploy(files: &[impl AsRef<Path>], strict: bool) -> DeployCheck {
+    let mut report = CheckReport::new();
+    let mut unreadable = false;
+    for file in files {
+        let path = file.as_ref();
+        let name = path.display().to_string();
+        report.add_file(&name);
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                unreadable = true;
+                report.extend(Diagnostics::from(vec![Diagnostic::unplaced(
+                    Severity::Error,
+                    name,
+                    "",
+                    format!("cannot read the deploy file: {e}"),
+                )]));
+                continue;
+            }
+        };
+        report.add_source(&name, &text);
+        let mut deploy = Deploy::new();
+        if strict {
+            deploy = deploy.strict();
+        }
+        let diagnostics = match deploy.yaml(&name, &text).and_then(|d| d.resolve()) {
+            Ok(parsed) => parsed.warnings,
+            Err(errors) => errors,
+        };
+        report.extend(diagnostics);
+    }
+    DeployCheck { report, unreadable }
+}
+
+/// The outcome of [`check_deploy`].
+#[derive(Clone, Debug)]
+pub struct DeployCheck {
+    report: CheckReport,
+    unreadable: bool,
+}
+
+impl DeployCheck {
+    /// The diagnostics found, each naming file, line and key path.
+    pub fn diagnostics(&self) -> &Diagnostics {
+        self.report.diagnostics()
+    }
+
+    /// Whether any file has an error (or could not be read).
+    pub fn has_errors(&self) -> bool {
+        self.report.errors() > 0
+    }
+
+    /// The report for a person: each problem with the line it points at, then a count.
+    pub fn human(&self) -> String {
+        self.report.human()
+    }
+
+    /// The report as JSON: `files`, `errors`, `warnings`, `diagnostics`.
+    pub fn json(&self) -> String {
+        self.report.json()
+    }
+
+    /// 0 clean (warnings allowed), 1 problems, 2 a file could not be read.
+    pub fn exit_status(&self) -> u8 {
+        if self.unreadable {
+            2
+        } else {
+            self.report.exit_status(false)
+        }
+    }
+
+    /// [`exit_status`](Self::exit_status) as the process's exit code.
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(self.exit_status())
+    }
+}
