@@ -45,7 +45,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bulkhead::ThreadPoolBulkhead;
-use bulkhead_config::{CodelConfig, Duration as ConfigDuration, QueueOrder, ThreadPoolConfig};
+use bulkhead::config::{CodelConfig, Duration as ConfigDuration, QueueOrder, ThreadPoolConfig};
 
 const THREADS: u32 = 4;
 const QUEUE: u32 = 200;

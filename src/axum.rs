@@ -2,18 +2,28 @@
 //! until the response body has been sent.
 //!
 //! ```
-//! use axum::{Router, routing::get};
-//! use bulkhead::axum::BulkheadLayer;
-//! use bulkhead_config::SemaphoreConfig;
-//! use bulkhead_core::SemaphoreBulkhead;
+//! use axum::{Router, extract::Path, routing::get};
+//! use bulkhead::axum::{BulkheadLayer, Refusal};
+//! use bulkhead::{BulkheadError, bulkhead};
 //!
-//! let config = SemaphoreConfig { max_concurrent_calls: 20, ..SemaphoreConfig::default() };
-//! let product_detail = SemaphoreBulkhead::new("product-detail", &config);
-//! // Both routes name the same bulkhead, so together they hold at most 20 permits.
+//! // The semaphore bulkhead `product-detail` guards the catalogue lookup…
+//! #[bulkhead("product-detail")]
+//! async fn load_product(id: u64) -> Result<String, BulkheadError> {
+//!     Ok(format!("product {id}"))
+//! }
+//!
+//! // …and, from the process-wide registry (which holds every declared bulkhead from the
+//! // start), both routes: together they hold at most its 20 permits.
+//! let detail = bulkhead::registry().semaphore("product-detail").expect("declared by load_product");
 //! let app: Router = Router::new()
-//!     .route("/product/{id}", get(|| async { "product" }))
-//!     .route("/product/{id}/detail", get(|| async { "detail" }))
-//!     .route_layer(BulkheadLayer::new(product_detail));
+//!     .route("/product/{id}", get(product))
+//!     .route("/product/{id}/reviews", get(|| async { "reviews" }))
+//!     .route_layer(BulkheadLayer::new(detail));
+//!
+//! // A handler that calls a bulkhead itself: `?` turns a refusal into a 503/429.
+//! async fn product(Path(id): Path<u64>) -> Result<String, Refusal> {
+//!     Ok(load_product(id).await?)
+//! }
 //! # drop(app);
 //! ```
 //!
@@ -56,7 +66,7 @@ use crate::tower::{Admit, ServiceError, admit};
 /// ```
 /// use axum::response::IntoResponse;
 /// use bulkhead::axum::Refusal;
-/// use bulkhead_core::{BulkheadError, BulkheadName};
+/// use bulkhead::{BulkheadError, BulkheadName};
 /// use std::time::Duration;
 ///
 /// let limited = BulkheadError::RateLimited {

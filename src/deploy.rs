@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use bulkhead_config::{CheckReport, Diagnostic, Diagnostics, Layers, Parsed, Severity};
-use bulkhead_core::{Declarations, Registry, ReloadError, ReloadReport};
+use bulkhead_core::{DeclarationConflict, Declarations, Registry, ReloadError, ReloadReport};
 
 use crate::Config;
 
@@ -149,6 +149,10 @@ pub enum DeployError {
     /// The registry refused it (a kind change, or an undeclared name when strict).
     #[error(transparent)]
     Refused(#[from] ReloadError),
+    /// Two crates of the program declare one name with different kinds: the program
+    /// cannot run until one is renamed.
+    #[error(transparent)]
+    Conflict(#[from] DeclarationConflict),
 }
 
 /// A deploy layered over the program's declarations: deploy files, then `BULKHEAD_…`
@@ -265,8 +269,10 @@ impl Deploy {
     /// # Errors
     ///
     /// [`DeployError::Invalid`] when a layer has problems, [`DeployError::Refused`] when
-    /// the registry refuses it; nothing is applied either way.
+    /// the registry refuses it, [`DeployError::Conflict`] when the program's declarations
+    /// give one name two kinds; nothing is applied in any case.
     pub fn install(self) -> Result<ReloadReport, DeployError> {
+        declarations().check()?;
         let parsed = self.resolve().map_err(DeployError::Invalid)?;
         let registry = registry();
         let report = if self.strict {
@@ -303,6 +309,14 @@ impl Deploy {
 pub fn check_deploy(files: &[impl AsRef<Path>], strict: bool) -> DeployCheck {
     let mut report = CheckReport::new();
     let mut unreadable = false;
+    for conflict in declarations().conflicts() {
+        report.extend(Diagnostics::from(vec![Diagnostic::unplaced(
+            Severity::Error,
+            conflict.first.to_string(),
+            format!("bulkheads.{}", conflict.name),
+            conflict.to_string(),
+        )]));
+    }
     for file in files {
         let path = file.as_ref();
         let name = path.display().to_string();

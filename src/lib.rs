@@ -80,9 +80,9 @@ pub use bulkhead_core::{
     Acquire, AnnotatedFunction, AsyncPermit, Bulkhead, BulkheadError, BulkheadName,
     BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock, DeclarationConflict,
     DeclarationSite, Declarations, DeclaredBulkhead, ManualClock, OwnedPermit, Permit,
-    RefusalCounts, Refused, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
-    RunAsync, SemaphoreBulkhead, SemaphoreShutdown, ShutdownReport, SystemClock,
-    ThreadPoolBulkhead, UndeclaredName,
+    RateAdmission, RateLimiter, RefusalCounts, Refused, Registry, RegistryError, ReloadError,
+    ReloadProblem, ReloadReport, RunAsync, SemaphoreBulkhead, SemaphoreShutdown, ShutdownReport,
+    Sleep, SystemClock, ThreadPoolBulkhead, UndeclaredName, retry_after_header_secs, system_clock,
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]

@@ -2,8 +2,8 @@
 //!
 //! ```
 //! use bulkhead::tower::BulkheadLayer;
-//! use bulkhead_config::SemaphoreConfig;
-//! use bulkhead_core::SemaphoreBulkhead;
+//! use bulkhead::config::SemaphoreConfig;
+//! use bulkhead::SemaphoreBulkhead;
 //! use tower::ServiceBuilder;
 //!
 //! let config = SemaphoreConfig { max_concurrent_calls: 8, ..SemaphoreConfig::default() };

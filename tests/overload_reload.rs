@@ -6,8 +6,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::thread;
 
+use bulkhead::config::{BulkheadConfig, SemaphoreConfig, ThreadPoolConfig};
 use bulkhead::{BulkheadError, Config, bulkhead};
-use bulkhead_config::{BulkheadConfig, SemaphoreConfig, ThreadPoolConfig};
 
 /// Declared in `bulkheads.yaml`: a thread pool of 2 threads and a queue of 2.
 #[bulkhead("reports")]

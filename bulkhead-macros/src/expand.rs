@@ -1,10 +1,11 @@
 //! What `#[bulkhead("name")]` turns a function into.
 //!
 //! The function keeps its attributes, docs, visibility and signature; its body is wrapped.
-//! Every expansion declares one `static` slot that resolves, on the first call, to a
-//! `&'static` handle in the process-wide registry (registering the crate's embedded
-//! declaration if no deploy config did first). After that the fast path is one atomic
-//! load of the cached handle plus the core call. Expansions name only
+//! Every expansion declares one `static` `Declaration` (the bulkhead's resolved config as
+//! Rust, see `emit_config.rs`, gathered at link time) and one `static` slot that resolves,
+//! on the first call, to a `&'static` handle on the process-wide registry's bulkhead of
+//! that name (the registry holds every declaration from its first use). After that the fast
+//! path is one atomic load of the cached handle plus the core call. Expansions name only
 //! `::bulkhead::__private::…`.
 //!
 //! | kind × call | the body runs | on refusal |
@@ -19,7 +20,7 @@
 //! gets them back and can hand them to the fallback. The refusal is
 //! `__private::refusal(error)` (needs the return type to be `Result<T, E>` with
 //! `E: From<BulkheadError>`, checked by a trait with a readable `on_unimplemented`, spanned at
-//! the return type) or `__private::fallback(path, (args…), error)` (checked by the `Fallback`
+//! the return type) or `__private::fallback(path, (args…), error)` (checked by the `FallbackArgs`
 //! trait, spanned at the fallback's path).
 
 use std::path::Path;

@@ -880,7 +880,7 @@ struct BulkheadApp {
 
 /// The deploy config of the "after" set-up.
 pub fn incident_config() -> Result<Config, String> {
-    bulkhead_config::parse_file(INCIDENT_YAML_PATH, INCIDENT_YAML)
+    bulkhead::config::parse_file(INCIDENT_YAML_PATH, INCIDENT_YAML)
         .map(|parsed| parsed.config)
         .map_err(|diagnostics| diagnostics.to_string())
 }

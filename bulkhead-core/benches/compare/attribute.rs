@@ -15,6 +15,24 @@ pub fn guarded(x: u64) -> Result<u64, BulkheadError> {
     Ok(black_box(x))
 }
 
+/// A call through the attribute that is refused (`bench-attribute-full`: a semaphore of
+/// 1, whose permit [`full_attribute`] holds).
+#[bulkhead::bulkhead("bench-attribute-full")]
+pub fn refused(x: u64) -> Result<u64, BulkheadError> {
+    Ok(black_box(x))
+}
+
+/// The bulkhead of [`refused`] from the process-wide registry, its only permit held by
+/// another thread until the guard drops.
+pub fn full_attribute() -> (SemaphoreBulkhead, crate::Occupied) {
+    // One admitted call first: the rows measure calls after a function's first.
+    let _ = refused(0);
+    let sem = bulkhead::registry()
+        .semaphore("bench-attribute-full")
+        .expect("declared by `refused`");
+    crate::occupy_semaphore(sem)
+}
+
 /// The same function written by hand against the core API, as a user would without the
 /// attribute: a bulkhead built once and kept in a `static`, then `SemaphoreBulkhead::call`.
 /// Issue 4's "the attribute adds at most 10% over calling the core API by hand" compares

@@ -360,7 +360,7 @@ fn full_semaphore_shared_name() -> (SemaphoreBulkhead, Occupied) {
     ))
 }
 
-fn occupy_semaphore(sem: SemaphoreBulkhead) -> (SemaphoreBulkhead, Occupied) {
+pub(crate) fn occupy_semaphore(sem: SemaphoreBulkhead) -> (SemaphoreBulkhead, Occupied) {
     let holder = sem.clone();
     let occupied = Occupied::new(move |held, release| {
         let _permit = holder.try_acquire();
@@ -387,6 +387,7 @@ fn full_pool() -> (ThreadPoolBulkhead, Occupied) {
     (pool, occupied)
 }
 
+const ATTRIBUTE_REFUSED: &str = "#[bulkhead] fn refused (Full)";
 const SEM_REFUSED: &str = "semaphore: call refused (Full)";
 const SEM_SHARED_REFUSED: &str =
     "semaphore built by hand with an Arc name (not registered): call refused (Full)";
@@ -396,6 +397,7 @@ const POOL_ASYNC_REFUSED: &str = "thread pool: call_async refused, first poll";
 const TOKIO_REFUSED: &str = "tokio Semaphore::try_acquire refused";
 
 fn refusal(settings: &Settings, rows: &mut Vec<Row>) {
+    let (_attribute, _attribute_held) = attribute::full_attribute();
     let (sem, _sem_held) = full_semaphore();
     let (shared_sem, _shared_sem_held) = full_semaphore_shared_name();
     let (pool, _pool_held) = full_pool();
@@ -405,6 +407,9 @@ fn refusal(settings: &Settings, rows: &mut Vec<Row>) {
     let results = measure(
         settings.fast,
         vec![
+            each(ATTRIBUTE_REFUSED, || {
+                black_box(attribute::refused(7).is_err());
+            }),
             each(SEM_REFUSED, || {
                 black_box(sem.call(|| 1u64).is_err());
             }),
@@ -436,6 +441,9 @@ fn refusal(settings: &Settings, rows: &mut Vec<Row>) {
         });
         n as f64 / 100_000.0
     };
+    let attribute_allocs = allocs_per(&mut || {
+        black_box(attribute::refused(7).is_err());
+    });
     let sem_allocs = allocs_per(&mut || {
         black_box(sem.call(|| 1u64).is_err());
     });
@@ -456,6 +464,7 @@ fn refusal(settings: &Settings, rows: &mut Vec<Row>) {
     let tokio = Cell::of(find(&results, TOKIO_REFUSED)).with_note(allocs(tokio_allocs));
     let target = "≤ 25 ns, 0 allocations".to_string();
     for (name, n) in [
+        (ATTRIBUTE_REFUSED, attribute_allocs),
         (SEM_REFUSED, sem_allocs),
         (SEM_SHARED_REFUSED, shared_sem_allocs),
         (POOL_REFUSED, pool_allocs),

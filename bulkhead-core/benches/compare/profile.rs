@@ -21,6 +21,7 @@ use crate::{QUEUE, WORKERS, full_pool, full_semaphore, pool_config, semaphore_co
 /// The workloads `--profile` knows.
 pub const WORKLOADS: &[&str] = &[
     "attribute-call",
+    "attribute-refusal",
     "semaphore-call",
     "semaphore-try",
     "tokio-try",
@@ -36,6 +37,10 @@ pub const WORKLOADS: &[&str] = &[
 pub fn run(workload: &str, n: u64) {
     match workload {
         "attribute-call" => profile_loop_attribute_call(n),
+        "attribute-refusal" => {
+            let (_sem, _held) = crate::attribute::full_attribute();
+            profile_loop_attribute_refusal(n);
+        }
         "semaphore-call" => {
             let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
             profile_loop_semaphore_call(&sem, n);
@@ -90,6 +95,13 @@ pub fn run(workload: &str, n: u64) {
 fn profile_loop_attribute_call(n: u64) {
     for i in 0..n {
         black_box(crate::attribute::guarded(i).ok());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_attribute_refusal(n: u64) {
+    for i in 0..n {
+        black_box(crate::attribute::refused(i).is_err());
     }
 }
 
