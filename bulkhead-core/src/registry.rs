@@ -26,7 +26,9 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bulkhead_config_types::{BulkheadConfig, Config, Kind, Limits, closest_name};
+use bulkhead_config_types::{
+    BulkheadConfig, Config, Kind, Limits, SemaphoreConfig, ThreadPoolConfig, closest_name,
+};
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use parking_lot::Mutex;
@@ -117,21 +119,21 @@ impl Bulkhead {
         }
     }
 
-    /// Applies `config`'s limits in place. The caller has checked that the kinds match.
-    fn apply(&self, config: &BulkheadConfig) {
-        self.telemetry().set_saturation(config.saturation);
-        match (self, &config.limits) {
-            (Bulkhead::Semaphore(b), Limits::Semaphore(limits)) => {
-                b.resize(limits);
-                b.set_rate_limit(config.rate_limit.as_ref());
-            }
+    /// `config`'s limits paired with this bulkhead, when the kinds match (`None`: a kind
+    /// change, which nothing may apply; invariant 2).
+    fn resize_to<'a>(&'a self, config: &'a BulkheadConfig) -> Option<Resize<'a>> {
+        let limits = match (self, &config.limits) {
+            (Bulkhead::Semaphore(b), Limits::Semaphore(limits)) => KindLimits::Semaphore(b, limits),
             (Bulkhead::ThreadPool(b), Limits::ThreadPool(limits)) => {
-                b.resize(limits);
-                b.set_rate_limit(config.rate_limit.as_ref());
+                KindLimits::ThreadPool(b, limits)
             }
-            // Kinds are checked before anything is applied (invariant 2).
-            _ => {}
-        }
+            _ => return None,
+        };
+        Some(Resize {
+            bulkhead: self,
+            config,
+            limits,
+        })
     }
 
     /// Stops admission and waits at most `timeout` for running work.
@@ -139,6 +141,37 @@ impl Bulkhead {
         match self {
             Bulkhead::Semaphore(b) => BulkheadShutdown::Semaphore(b.shutdown(timeout)),
             Bulkhead::ThreadPool(b) => BulkheadShutdown::ThreadPool(b.shutdown(timeout)),
+        }
+    }
+}
+
+/// A resize checked to keep the bulkhead's kind, applied after a whole reload is checked.
+struct Resize<'a> {
+    bulkhead: &'a Bulkhead,
+    config: &'a BulkheadConfig,
+    limits: KindLimits<'a>,
+}
+
+enum KindLimits<'a> {
+    Semaphore(&'a SemaphoreBulkhead, &'a SemaphoreConfig),
+    ThreadPool(&'a ThreadPoolBulkhead, &'a ThreadPoolConfig),
+}
+
+impl Resize<'_> {
+    fn apply(&self) {
+        self.bulkhead
+            .telemetry()
+            .set_saturation(self.config.saturation);
+        let rate_limit = self.config.rate_limit.as_ref();
+        match self.limits {
+            KindLimits::Semaphore(b, limits) => {
+                b.resize(limits);
+                b.set_rate_limit(rate_limit);
+            }
+            KindLimits::ThreadPool(b, limits) => {
+                b.resize(limits);
+                b.set_rate_limit(rate_limit);
+            }
         }
     }
 }
@@ -483,27 +516,44 @@ impl Registry {
 
     fn apply(&self, config: &Config, strict: bool) -> Result<ReloadReport, ReloadError> {
         let mut deploy = self.deploy.lock();
-        let names = self.names();
+        // Entries are only added under the deploy lock held here, and never removed, so
+        // these read guards see every entry and wait on no writer.
+        let mut entries: Vec<_> = self.entries.iter().collect();
+        entries.sort_by_key(|entry| *entry.key());
+
+        // Check everything first (invariant 3): each bulkhead's new config, the deploy's or
+        // its baseline (invariant 4), must keep its kind.
         let mut problems = Vec::new();
-        let mut undeclared = Vec::new();
-        for (name, new) in &config.bulkheads {
-            match self.entries.get(name.as_str()) {
-                Some(entry) if entry.bulkhead.kind() != new.kind() => {
-                    problems.push(ReloadProblem::KindChanged {
-                        name: name.clone(),
-                        registered: entry.bulkhead.kind(),
-                        configured: new.kind(),
-                        declared_at: entry.declared_at,
-                    });
-                }
-                Some(_) => {}
-                None => undeclared.push(UndeclaredName {
-                    name: name.clone(),
-                    did_you_mean: closest_name(name, names.iter().map(String::as_str))
-                        .map(str::to_owned),
+        let mut resizes = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            let target = config
+                .bulkheads
+                .get(*entry.key())
+                .unwrap_or(&entry.baseline);
+            match entry.bulkhead.resize_to(target) {
+                Some(resize) => resizes.push((*entry.key(), &entry.current, resize)),
+                None => problems.push(ReloadProblem::KindChanged {
+                    name: (*entry.key()).to_owned(),
+                    registered: entry.bulkhead.kind(),
+                    configured: target.kind(),
+                    declared_at: entry.declared_at,
                 }),
             }
         }
+        let undeclared: Vec<UndeclaredName> = config
+            .bulkheads
+            .keys()
+            .filter(|name| {
+                entries
+                    .binary_search_by_key(&name.as_str(), |e| *e.key())
+                    .is_err()
+            })
+            .map(|name| UndeclaredName {
+                name: name.clone(),
+                did_you_mean: closest_name(name, entries.iter().map(|e| *e.key()))
+                    .map(str::to_owned),
+            })
+            .collect();
         if strict {
             problems.extend(undeclared.iter().cloned().map(ReloadProblem::Undeclared));
         }
@@ -515,20 +565,17 @@ impl Registry {
             undeclared,
             ..ReloadReport::default()
         };
-        for name in names {
-            let Some(entry) = self.entries.get(name.as_str()) else {
-                continue;
-            };
-            let new = config.bulkheads.get(&name).unwrap_or(&entry.baseline);
-            let mut current = entry.current.lock();
-            if *current == *new {
-                report.unchanged.push(name);
+        for (name, current, resize) in resizes {
+            let mut current = current.lock();
+            if *current == *resize.config {
+                report.unchanged.push(name.to_owned());
             } else {
-                entry.bulkhead.apply(new);
-                *current = new.clone();
-                report.resized.push(name);
+                resize.apply();
+                *current = resize.config.clone();
+                report.resized.push(name.to_owned());
             }
         }
+        drop(entries);
         *deploy = Some(config.clone());
         Ok(report)
     }
