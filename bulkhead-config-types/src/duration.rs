@@ -1,7 +1,7 @@
 //! Durations written with a unit (`"500ms"`, `"2s"`).
 //!
 //! A bare number is rejected with a message that says which unit to add: Resilience4j's
-//! `limitRefreshPeriod: 500` meant 500 nanoseconds, a trap seed 003 fell into.
+//! `limitRefreshPeriod: 500` meant 500 nanoseconds, a trap that is easy to fall into.
 
 use std::fmt;
 use std::str::FromStr;
@@ -82,8 +82,8 @@ pub enum DurationParseError {
     /// Anything else that is not `<number><unit>`.
     #[error("`{0}` is not a duration: write a number followed by a unit, such as `500ms` or `2s`")]
     Invalid(String),
-    /// A duration too large to represent.
-    #[error("`{0}` is too large")]
+    /// A duration too large to represent (more than about 584 years).
+    #[error("`{0}` is too large: a duration is at most 18446744073709551615ns (about 584 years)")]
     Overflow(String),
 }
 
@@ -143,12 +143,12 @@ impl FromStr for Duration {
             // Digits below a nanosecond are rounded off.
             if scale < 10 {
                 if scale == 1 && digit >= 5 {
-                    nanos += 1;
+                    nanos = nanos.checked_add(1).ok_or_else(overflow)?;
                 }
                 break;
             }
             scale /= 10;
-            nanos += digit * scale;
+            nanos = nanos.checked_add(digit * scale).ok_or_else(overflow)?;
         }
         let nanos = u64::try_from(nanos).map_err(|_| overflow())?;
         Ok(Duration(std::time::Duration::from_nanos(nanos)))
@@ -294,6 +294,22 @@ mod tests {
             "99999999999h".parse::<Duration>(),
             Err(DurationParseError::Overflow(_))
         ));
+    }
+
+    #[test]
+    fn rounding_or_adding_the_fraction_past_the_largest_value_is_an_overflow_not_a_panic() {
+        for s in [
+            // u128::MAX nanoseconds, rounded up by the half.
+            "340282366920938463463374607431768211455.5ns",
+            // Whole microseconds that fit in u128 nanoseconds, and a fraction that does not.
+            "340282366920938463463374607431768211.999999999us",
+            "18446744073709551615.5ns",
+        ] {
+            assert!(
+                matches!(s.parse::<Duration>(), Err(DurationParseError::Overflow(_))),
+                "{s}"
+            );
+        }
     }
 
     #[test]

@@ -332,8 +332,17 @@ impl Checker<'_> {
         self.specs.insert((section, name.text.clone()), spec);
     }
 
-    /// Checks nested keys and durations against the schema; false if it reported anything.
+    /// Checks nested keys, durations and scalar types against the schema; false if it
+    /// reported anything. A wrong scalar is reported at the value itself, nested or not.
     fn walk(&mut self, node: &Node, schema: &Value, path: &str) -> bool {
+        if let Some(expected) = scalar_mismatch(node, schema) {
+            self.error(
+                node.location.clone(),
+                path,
+                format!("{} is not valid here: expected {expected}", node.describe()),
+            );
+            return false;
+        }
         if is_duration(schema) {
             let problem = match &node.value {
                 NodeValue::Scalar(ScalarValue::Str(s)) => s.parse::<Duration>().err(),
@@ -686,6 +695,59 @@ fn alternatives(schema: &Value) -> Vec<&Value> {
     out
 }
 
+/// What a scalar key expects, when `node` is not that: `None` when it fits (or when the
+/// schema is not a plain number or boolean, which serde and the rules check instead).
+///
+/// Whole numbers must be integers that fit the key's type; their range in the message is
+/// the schema's, which is the rules' (`max_concurrent_calls`: 1 to 1000000). `.inf`,
+/// `-.inf` and `.nan` are never a value: JSON cannot hold them, and letting them through
+/// would silently leave the default in place.
+fn scalar_mismatch(node: &Node, schema: &Value) -> Option<String> {
+    let schema = follow(schema);
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let nullable = types.contains(&"null");
+    let expected = if types.contains(&"integer") {
+        let bound = |key: &str, default: u64| {
+            schema
+                .get(key)
+                .and_then(Value::as_f64)
+                .map_or(default, |b| b as u64)
+        };
+        let (min, max) = (bound("minimum", 0), bound("maximum", u64::from(u32::MAX)));
+        let fits = |i: i64| u32::try_from(i).is_ok();
+        match &node.value {
+            NodeValue::Scalar(ScalarValue::Int(i)) if fits(*i) => return None,
+            NodeValue::Scalar(ScalarValue::Null) if nullable => return None,
+            _ => format!("a whole number from {min} to {max}"),
+        }
+    } else if types.contains(&"number") {
+        match &node.value {
+            NodeValue::Scalar(ScalarValue::Int(_)) => return None,
+            NodeValue::Scalar(ScalarValue::Float(f)) if f.is_finite() => return None,
+            NodeValue::Scalar(ScalarValue::Null) if nullable => return None,
+            _ => "a number such as 0.8".to_owned(),
+        }
+    } else if types.contains(&"boolean") {
+        match &node.value {
+            NodeValue::Scalar(ScalarValue::Bool(_)) => return None,
+            NodeValue::Scalar(ScalarValue::Null) if nullable => return None,
+            _ => "`true` or `false`".to_owned(),
+        }
+    } else {
+        match &node.value {
+            NodeValue::Scalar(ScalarValue::Float(f)) if !f.is_finite() => {
+                "a value that is not `.inf` or `.nan`".to_owned()
+            }
+            _ => return None,
+        }
+    };
+    Some(expected)
+}
+
 fn is_duration(schema: &Value) -> bool {
     let mut stack = vec![schema];
     while let Some(s) = stack.pop() {
@@ -748,7 +810,7 @@ fn explain_serde_error(message: &str, value: &Node) -> String {
         return format!("is missing {rest}: add it (see docs/config-reference.md)");
     }
     let expected = if message.contains("expected u32") {
-        "a whole number from 0 to 4294967295".to_owned()
+        "a whole number".to_owned()
     } else if message.contains("expected a boolean") {
         "`true` or `false`".to_owned()
     } else if message.contains("expected f64") {

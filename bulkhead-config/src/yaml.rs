@@ -113,6 +113,11 @@ impl Node {
         match &self.value {
             NodeValue::Scalar(ScalarValue::Str(s)) => format!("\"{s}\""),
             NodeValue::Scalar(ScalarValue::Null) => "nothing".to_owned(),
+            // JSON has no infinity or NaN: show them the way YAML writes them.
+            NodeValue::Scalar(ScalarValue::Float(f)) if f.is_nan() => "`.nan`".to_owned(),
+            NodeValue::Scalar(ScalarValue::Float(f)) if f.is_infinite() => {
+                if *f > 0.0 { "`.inf`" } else { "`-.inf`" }.to_owned()
+            }
             NodeValue::Scalar(_) => self.to_json().to_string(),
             NodeValue::Sequence(_) => "a list".to_owned(),
             NodeValue::Mapping(_) => "a mapping".to_owned(),

@@ -154,7 +154,7 @@ fn every_deploy_is_layered_on_its_declared_config_as_expected() {
     finish(failures);
 }
 
-/// Each rule of issue 3, the corpus case that shows it, and words its message must contain.
+/// Each rule, the corpus case that shows it, and words its message must contain.
 const RULES: &[(&str, &str, &str)] = &[
     (
         "unknown key, did-you-mean",
@@ -326,6 +326,31 @@ const RULES: &[(&str, &str, &str)] = &[
         "env var names the source",
         "against/env-bad-value/expected",
         "environment variable BULKHEAD_PRODUCT_DETAIL__MAX_QUEUE_WAIT",
+    ),
+    (
+        "a duration too large to hold",
+        "invalid/duration-overflow",
+        "is too large: a duration is at most",
+    ),
+    (
+        "a duration too large to hold, from the environment",
+        "against/env-duration-overflow/expected",
+        "environment variable BULKHEAD_PAYMENTS__ON_FULL__WAIT: error: bulkheads.payments.on_full.wait: `340282366920938463463374607431768211455.5ns` is too large",
+    ),
+    (
+        "`.inf` / `.nan` for a whole number",
+        "invalid/not-a-number",
+        "max_concurrent_calls: `.inf` is not valid here",
+    ),
+    (
+        "a wrong nested value is reported at the value",
+        "invalid/not-a-number",
+        "14:37: error: bulkheads.search.rate_limit.limit_for_period: `.inf`",
+    ),
+    (
+        "type errors state the rules' range",
+        "invalid/not-a-number",
+        "\"ten\" is not valid here: expected a whole number from 1 to 1000000",
     ),
 ];
 
