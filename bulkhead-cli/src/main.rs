@@ -4,7 +4,7 @@
 //! bulkhead check FILE...                          exit 0 valid, 1 problems, 2 usage or I/O error
 //! bulkhead check --against bulkheads.yaml DEPLOY  a deploy may change sizes, not kinds
 //! bulkhead schema                                 the JSON Schema
-//! bulkhead explain FILE                           the resolved table, with worst-case waits
+//! bulkhead explain [--against DECLARED] FILE     the resolved table, with worst-case waits
 //! bulkhead suggest --qps N --latency D [--timeout D]
 //! ```
 //!
@@ -17,7 +17,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use bulkhead_config::{
-    CheckReport, Duration, Layers, Limits, OnFull, Parsed, render, worst_case_queue_wait,
+    CheckReport, Duration, Layers, Limits, OnFull, Parsed, escape_controls, worst_case_queue_wait,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -54,8 +54,12 @@ enum Command {
     Schema,
     /// Print the resolved bulkheads (templates and `BULKHEAD_…` environment applied).
     Explain {
-        /// The config file.
+        /// The config file (a deploy file when `--against` is given).
         file: String,
+        /// The config the code declares (`bulkheads.yaml`): FILE is layered on it as a
+        /// deploy, and the table shows what the program would run with.
+        #[arg(long, value_name = "DECLARED")]
+        against: Option<String>,
     },
     /// Suggest a thread-pool entry sized from QPS and latency (seed 002's rule).
     Suggest {
@@ -95,7 +99,7 @@ fn main() -> ExitCode {
             deny_warnings,
         } => check(&files, against.as_deref(), format, deny_warnings),
         Command::Schema => emit(&bulkhead_config::json_schema_text(), ExitCode::SUCCESS),
-        Command::Explain { file } => explain(&file),
+        Command::Explain { file, against } => explain(&file, against.as_deref()),
         Command::Suggest {
             qps,
             latency,
@@ -121,12 +125,27 @@ fn emit(text: &str, status: ExitCode) -> ExitCode {
     }
 }
 
-/// A file's text, or exit 2.
+/// A file's text (at most the size limit and one byte more, so `/dev/zero` or an endless
+/// pipe costs 1 MiB, then is refused as too large), or exit 2.
 fn read(path: &str) -> Result<String, ExitCode> {
-    std::fs::read_to_string(path).map_err(|e| {
-        eprintln!("bulkhead: cannot read {path}: {e}");
+    bulkhead_config::read_source(path).map_err(|e| {
+        eprintln!("bulkhead: cannot read {}: {e}", escape_controls(path));
         ExitCode::from(USAGE)
     })
+}
+
+/// True when the file's entries set no `kind` at all (directly or in a template): what a
+/// deploy file that only changes sizes looks like.
+fn looks_like_a_deploy(file: &str, text: &str) -> bool {
+    let Ok(json) = bulkhead_config::yaml_to_json(file, text) else {
+        return false;
+    };
+    let entries: Vec<&serde_json::Value> = ["templates", "bulkheads"]
+        .iter()
+        .filter_map(|s| json.get(s).and_then(serde_json::Value::as_object))
+        .flat_map(|section| section.values())
+        .collect();
+    !entries.is_empty() && entries.iter().all(|e| e.get("kind").is_none())
 }
 
 fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings: bool) -> ExitCode {
@@ -155,7 +174,16 @@ fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings:
         };
         match result {
             Ok(warnings) => report.extend(warnings),
-            Err(errors) => report.extend(errors),
+            Err(errors) => {
+                if declared.is_none() && looks_like_a_deploy(file, &text) {
+                    report.add_hint(format!(
+                        "{file} sets no `kind` anywhere: if it is a deploy file that changes \
+                         sizes of bulkheads the code declares, check it against the declaration: \
+                         `bulkhead check --against bulkheads.yaml {file}`"
+                    ));
+                }
+                report.extend(errors);
+            }
         }
         report.add_file(file);
         report.add_source(file, &text);
@@ -167,18 +195,33 @@ fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings:
     emit(&text, ExitCode::from(report.exit_status(deny_warnings)))
 }
 
-fn explain(path: &str) -> ExitCode {
-    let text = match read(path) {
-        Ok(text) => text,
-        Err(code) => return code,
+fn explain(path: &str, against: Option<&str>) -> ExitCode {
+    let mut report = CheckReport::new();
+    let mut texts = Vec::new();
+    for file in against.into_iter().chain([path]) {
+        match read(file) {
+            Ok(text) => {
+                report.add_source(file, &text);
+                texts.push(text);
+            }
+            Err(code) => return code,
+        }
+    }
+    let layers = match (against, texts.as_slice()) {
+        (Some(declared), [declared_text, deploy_text]) => {
+            Layers::new(declared, declared_text).yaml(path, deploy_text)
+        }
+        (_, [.., text]) => Ok(Layers::new(path, text)),
+        (_, []) => return ExitCode::from(USAGE),
     };
-    let parsed = match Layers::new(path, &text).env().resolve() {
+    let parsed = match layers.and_then(|layers| layers.env().resolve()) {
         Ok(parsed) => parsed,
         Err(errors) => {
-            let text: String = errors.iter().map(|d| render(d, Some(&text))).collect();
-            return emit(&text, ExitCode::from(PROBLEMS));
+            report.extend(errors);
+            return emit(&report.rendered(), ExitCode::from(PROBLEMS));
         }
     };
+    report.extend(parsed.warnings.clone());
     let mut rows = vec![[
         "bulkhead".to_owned(),
         "kind".to_owned(),
@@ -235,8 +278,6 @@ fn explain(path: &str) -> ExitCode {
         table.push_str(line.join("  ").trim_end());
         table.push('\n');
     }
-    for w in &parsed.warnings {
-        table.push_str(&render(w, Some(&text)));
-    }
+    table.push_str(&report.rendered());
     emit(&table, ExitCode::SUCCESS)
 }

@@ -191,3 +191,170 @@ fn suggest_prints_an_entry_that_checks_clean_and_fits_the_timeout() {
             .unwrap();
     assert!(wait <= bulkhead_config::Duration::from_millis(500));
 }
+
+/// Runs `bulkhead check FILE` and says what any input must give: a report and exit 1 —
+/// never a crash (101, 134), never exit 0 for these.
+fn check_hostile(file: &Path) -> String {
+    let out = bulkhead(&["check", &file.to_string_lossy()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(&out)
+}
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bulkhead-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn check_reads_no_more_than_the_size_limit_of_an_endless_input() {
+    // `/dev/zero` never ends: the check reads 1 MiB and a byte, then refuses it.
+    if Path::new("/dev/zero").exists() {
+        let out = check_hostile(Path::new("/dev/zero"));
+        assert!(out.contains("larger than 1048576 bytes (1 MiB)"), "{out}");
+    }
+    // A FIFO fed without end by a writer, which stops when the check closes it.
+    let fifo = std::env::temp_dir().join(format!("bulkhead-fifo-{}", std::process::id()));
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped the FIFO case: `mkfifo` is not available (install coreutils to run it)");
+        return;
+    }
+    let writer_path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write as _;
+        let mut pipe = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&writer_path)
+            .unwrap();
+        let chunk = "y\n".repeat(4096);
+        // Ends with an error (a broken pipe) once the reader has read enough and left.
+        while pipe.write_all(chunk.as_bytes()).is_ok() {}
+    });
+    let out = check_hostile(&fifo);
+    writer.join().unwrap();
+    let _ = std::fs::remove_file(&fifo);
+    assert!(out.contains("larger than 1048576 bytes (1 MiB)"), "{out}");
+}
+
+#[test]
+fn check_finishes_on_files_built_to_be_slow_with_a_report_of_bounded_size() {
+    // Each of these took seconds, overflowed the stack or printed gigabytes: a chain of
+    // 20 000 `extends`, a cycle of 20 000 templates, 16 000 unknown templates among 8 000,
+    // and 16 000 errors on one line of 800 KB (each quoted in full before).
+    let n = 20_000;
+    let mut chain = String::from("templates:\n");
+    for i in 0..n {
+        chain.push_str(&format!("  t{i}: {{extends: t{}}}\n", i + 1));
+    }
+    chain.push_str(&format!("  t{n}: {{kind: semaphore}}\nbulkheads:\n"));
+    for i in 0..4_000 {
+        chain.push_str(&format!("  b{i}: {{extends: t{i}}}\n"));
+    }
+    let mut cycle = String::from("templates:\n");
+    for i in 0..n {
+        cycle.push_str(&format!("  t{i}: {{extends: t{}}}\n", (i + 1) % n));
+    }
+    let mut unknown = String::from("templates:\n");
+    for i in 0..8_000 {
+        unknown.push_str(&format!("  t{i}: {{kind: semaphore}}\n"));
+    }
+    unknown.push_str("bulkheads:\n");
+    for i in 0..16_000 {
+        unknown.push_str(&format!("  b{i}: {{extends: u{i}}}\n"));
+    }
+    let one_line = format!(
+        "bulkheads: {{{}}}\n",
+        (0..16_000)
+            .map(|i| format!("b{i}: {{kind: semaphore, max_concurrent_calls: 0}}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (name, text, errors) in [
+        ("chain.yaml", chain, 1),
+        ("cycle.yaml", cycle, 1),
+        ("unknown.yaml", unknown, 16_000),
+        ("one-line.yaml", one_line, 16_000),
+    ] {
+        let out = check_hostile(&temp_file(name, &text));
+        assert!(
+            out.ends_with(&format!("{errors} error(s), 0 warning(s)\n")),
+            "{name}: {}",
+            out.lines().last().unwrap_or_default()
+        );
+        // Headline, three lines of quote, each line bounded: about 400 bytes a problem.
+        assert!(
+            out.len() < 400 * errors + 400,
+            "{name}: {} bytes",
+            out.len()
+        );
+    }
+}
+
+#[test]
+fn control_characters_in_a_name_are_escaped_in_the_text_report() {
+    let file = temp_file(
+        "control.yaml",
+        "bulkheads:\n  \"a\\nb\\x1b[31mred\\u202e\\0\": {kind: semaphore}\n",
+    );
+    let out = check_hostile(&file);
+    let mut lines = out.lines();
+    let headline = lines.next().unwrap();
+    assert!(
+        headline.contains(r"bulkheads.a\nb\u{1b}[31mred\u{202e}\0: `a\nb\u{1b}[31mred"),
+        "{headline}"
+    );
+    assert!(
+        !out.contains(['\u{1b}', '\u{202e}', '\0']),
+        "raw control characters reached the terminal: {out:?}"
+    );
+    // The one-line format holds: the next line is the quote's gutter.
+    assert_eq!(lines.next(), Some("  |"));
+    // JSON keeps the name as written.
+    let json = bulkhead(&["check", "--format", "json", &file.to_string_lossy()]);
+    let report: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(
+        report["diagnostics"][0]["key_path"],
+        "bulkheads.a\nb\u{1b}[31mred\u{202e}\0"
+    );
+}
+
+#[test]
+fn a_deploy_checked_alone_gets_a_hint_at_against_and_explain_layers_it() {
+    let deploy = corpus("against/resize-ok/deploy.yaml");
+    let declared = corpus("against/resize-ok/declared.yaml");
+    let alone = check_hostile(Path::new(&deploy));
+    assert!(
+        alone.contains(&format!(
+            "hint: {deploy} sets no `kind` anywhere: if it is a deploy file that changes sizes \
+             of bulkheads the code declares, check it against the declaration: \
+             `bulkhead check --against bulkheads.yaml {deploy}`"
+        )),
+        "{alone}"
+    );
+    // A file that does declare kinds gets no such hint.
+    let own = stdout(&bulkhead(&["check", &corpus("invalid/zero-permits.yaml")]));
+    assert!(!own.contains("hint:"), "{own}");
+
+    let explained = bulkhead(&["explain", "--against", &declared, &deploy]);
+    assert_eq!(explained.status.code(), Some(0), "{}", stdout(&explained));
+    let table = stdout(&explained);
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // The deploy's sizes over the declaration's (20..40 threads, 10 permits there).
+    assert!(row("payment ").contains("20 permits"), "{table}");
+    assert!(row("product-detail ").contains("20..60 threads"), "{table}");
+}

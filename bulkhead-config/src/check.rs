@@ -10,7 +10,7 @@
 //!   JSON Schema, never from a second hand-written list;
 //! - a [`Config`] is returned only when there is no error.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 use serde_json::Value;
@@ -35,13 +35,20 @@ pub(crate) struct Checked {
 /// Checks a whole document. `declared` is the configuration the code declares, when the
 /// document is a layered deploy: a bulkhead may not change its kind there.
 pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, Diagnostics> {
+    let index = Index::new(root);
     let mut ctx = Checker {
         root,
+        index: &index,
         diagnostics: Diagnostics::new(),
         specs: BTreeMap::new(),
         invalid: BTreeMap::new(),
+        template_names: Vec::new(),
+        depth: HashMap::new(),
+        suggestion_budget: SUGGESTION_BUDGET,
     };
     ctx.read_sections();
+    ctx.template_names = ctx.names("templates");
+    ctx.link_all();
     let resolved = ctx.resolve_all();
     let mut config = Config::default();
     let mut locations = BTreeMap::new();
@@ -84,8 +91,8 @@ pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, D
     }
     // Templates are checked on their own too, so a broken template that nothing uses yet
     // is still reported.
-    for name in ctx.names("templates") {
-        if let Some((spec, chain)) = ctx.resolve("templates", &name, &mut Vec::new()) {
+    for name in ctx.template_names.clone() {
+        if let Some((spec, chain)) = ctx.resolve("templates", &name) {
             let entry = Entry {
                 section: "templates",
                 name: &name,
@@ -105,7 +112,7 @@ pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, D
                 name,
                 chain,
             };
-            locate_in(root, &entry, key)
+            index.locate(&entry, key)
         };
         let section = root
             .get("bulkheads")
@@ -133,32 +140,92 @@ struct Entry<'a> {
     chain: &'a [(String, String)],
 }
 
-/// The key path and location of `key` in the first entry of the chain that writes it,
-/// or of the entry's name when nothing does (the value is a default).
-fn locate_in(root: &Node, entry: &Entry<'_>, key: &[&str]) -> (String, Location) {
-    for (section, name) in entry.chain {
-        let mut path = vec![section.as_str(), name.as_str()];
-        path.extend_from_slice(key);
-        if let Some((_, node)) = root.find(&path) {
-            return (path.join("."), node.location.clone());
+/// The most `extends` links from an entry to the template that ends its chain. Real
+/// configs use one or two; the bound keeps resolving a hostile file linear in its size.
+pub const MAX_EXTENDS_DEPTH: usize = 16;
+
+/// How many names "did you mean" may compare in one check, so a file with thousands of
+/// unknown templates among thousands of templates stays fast (later ones get no guess).
+const SUGGESTION_BUDGET: usize = 1_000_000;
+
+/// The entries of both sections by (section, name): finding one is a hash lookup, not a
+/// scan of the section (the last of duplicate names wins, as in [`Node::get`]).
+struct Index<'a> {
+    root: &'a Node,
+    entries: HashMap<(&'a str, &'a str), (&'a Key, &'a Node)>,
+}
+
+impl<'a> Index<'a> {
+    fn new(root: &'a Node) -> Self {
+        let mut entries = HashMap::new();
+        for section in SECTIONS {
+            if let Some((
+                _,
+                Node {
+                    value: NodeValue::Mapping(items),
+                    ..
+                },
+            )) = root.get(section)
+            {
+                for (key, node) in items {
+                    entries.insert((section, key.text.as_str()), (key, node));
+                }
+            }
+        }
+        Index { root, entries }
+    }
+
+    /// The key and node at `section.name.key…`.
+    fn find(&self, section: &str, name: &str, key: &[&str]) -> Option<(&'a Key, &'a Node)> {
+        let &(name_key, node) = self.entries.get(&(section, name))?;
+        if key.is_empty() {
+            Some((name_key, node))
+        } else {
+            node.find(key)
         }
     }
-    let location = root
-        .find(&[entry.section, entry.name])
-        .map_or_else(|| root.location.clone(), |(k, _)| k.location.clone());
-    let mut path = vec![entry.section, entry.name];
-    path.extend_from_slice(key);
-    (path.join("."), location)
+
+    /// Where the name `section.name` was written (the document when it is not there).
+    fn name_location(&self, section: &str, name: &str) -> Location {
+        self.find(section, name, &[])
+            .map_or_else(|| self.root.location.clone(), |(k, _)| k.location.clone())
+    }
+
+    /// The key path and location of `key` in the first entry of the chain that writes it,
+    /// or of the entry's name when nothing does (the value is a default).
+    fn locate(&self, entry: &Entry<'_>, key: &[&str]) -> (String, Location) {
+        for (section, name) in entry.chain {
+            if let Some((_, node)) = self.find(section, name, key) {
+                let mut path = vec![section.as_str(), name.as_str()];
+                path.extend_from_slice(key);
+                return (path.join("."), node.location.clone());
+            }
+        }
+        let mut path = vec![entry.section, entry.name];
+        path.extend_from_slice(key);
+        (
+            path.join("."),
+            self.name_location(entry.section, entry.name),
+        )
+    }
 }
 
 struct Checker<'a> {
     root: &'a Node,
+    index: &'a Index<'a>,
     diagnostics: Diagnostics,
     /// The valid keys of every entry as written, by (section, name).
     specs: BTreeMap<(&'static str, String), BulkheadSpec>,
     /// Keys already reported as invalid, by (section, name), so follow-on problems
     /// (such as a missing `kind` after a misspelt one) are not reported twice.
     invalid: BTreeMap<(&'static str, String), Vec<String>>,
+    /// The names of the templates, sorted.
+    template_names: Vec<String>,
+    /// How many `extends` links each entry is from the end of its chain; `None` when the
+    /// chain is broken (an unknown template, a cycle, too deep), which was reported once.
+    depth: HashMap<(&'static str, String), Option<usize>>,
+    /// What is left of [`SUGGESTION_BUDGET`].
+    suggestion_budget: usize,
 }
 
 type Resolved = (BulkheadSpec, Vec<(String, String)>);
@@ -203,13 +270,11 @@ impl Checker<'_> {
     }
 
     fn locate(&self, entry: &Entry<'_>, key: &[&str]) -> (String, Location) {
-        locate_in(self.root, entry, key)
+        self.index.locate(entry, key)
     }
 
     fn name_location(&self, section: &str, name: &str) -> Location {
-        self.root
-            .find(&[section, name])
-            .map_or_else(|| self.root.location.clone(), |(k, _)| k.location.clone())
+        self.index.name_location(section, name)
     }
 
     fn names(&self, section: &'static str) -> Vec<String> {
@@ -401,77 +466,179 @@ impl Checker<'_> {
     fn resolve_all(&mut self) -> BTreeMap<String, Resolved> {
         let mut out = BTreeMap::new();
         for name in self.names("bulkheads") {
-            if let Some(resolved) = self.resolve("bulkheads", &name, &mut Vec::new()) {
+            if let Some(resolved) = self.resolve("bulkheads", &name) {
                 out.insert(name, resolved);
             }
         }
         out
     }
 
-    /// `section.name` with its template chain applied; `None` after reporting a broken chain.
-    fn resolve(
-        &mut self,
-        section: &'static str,
-        name: &str,
-        visiting: &mut Vec<String>,
-    ) -> Option<Resolved> {
-        let own = self.specs.get(&(section, name.to_owned()))?.clone();
-        let mut chain = vec![(section.to_owned(), name.to_owned())];
-        let Some(template) = own.extends.clone() else {
-            return Some((own, chain));
-        };
-        let extends_path = format!("{section}.{}.extends", display_name(name));
-        let extends_location = self
-            .root
-            .find(&[section, name, "extends"])
-            .map_or_else(|| self.root.location.clone(), |(_, n)| n.location.clone());
-        if !self.specs.contains_key(&("templates", template.clone())) {
-            let templates = self.names("templates");
-            let hint = match did_you_mean(&template, &templates) {
-                Some(best) => format!("did you mean `{best}`?"),
-                None if templates.is_empty() => "this file declares no `templates`".to_owned(),
-                None => format!("the templates are {}", quoted_list(&templates)),
+    /// Follows every `extends` once, without recursion: each entry gets its depth (links
+    /// to the end of its chain), and each broken chain is reported once — an unknown
+    /// template at the `extends` that names it, a cycle at its smallest member, a chain
+    /// deeper than [`MAX_EXTENDS_DEPTH`] at the first entry past the limit. Entries that
+    /// lead into a broken chain are left unresolved without a second report. Every entry
+    /// is visited a bounded number of times, so this is linear in the number of entries.
+    fn link_all(&mut self) {
+        let mut entries: Vec<(&'static str, String)> = self.specs.keys().cloned().collect();
+        // Templates first, so a bulkhead finds its template's depth already known.
+        entries.sort_by_key(|(section, _)| *section != "templates");
+        for (section, name) in entries {
+            if self.depth.contains_key(&(section, name.clone())) {
+                continue;
+            }
+            // Walk up the chain until an entry of known depth, the end, or a break.
+            let mut path: Vec<(&'static str, String)> = Vec::new();
+            let mut on_path: HashMap<String, usize> = HashMap::new();
+            let mut current = (section, name);
+            let mut depth = loop {
+                if let Some(known) = self.depth.get(&current) {
+                    break *known;
+                }
+                let extends = self.specs.get(&current).and_then(|s| s.extends.clone());
+                let Some(template) = extends else {
+                    self.depth.insert(current, Some(0));
+                    break Some(0);
+                };
+                if !self.specs.contains_key(&("templates", template.clone())) {
+                    self.report_unknown_template(current.0, &current.1, &template);
+                    self.depth.insert(current, None);
+                    break None;
+                }
+                if current.0 == "templates" {
+                    on_path.insert(current.1.clone(), path.len());
+                }
+                path.push(current);
+                if let Some(&start) = on_path.get(&template) {
+                    let members: Vec<String> =
+                        path[start..].iter().map(|(_, n)| n.clone()).collect();
+                    self.report_cycle(&members);
+                    for member in members {
+                        self.depth.insert(("templates", member), None);
+                    }
+                    break None;
+                }
+                current = ("templates", template);
             };
-            self.error(
-                extends_location,
-                extends_path,
-                format!("unknown template `{template}`: {hint}"),
-            );
-            return None;
+            // Unwind: each entry is one link further than the one it extends.
+            for (section, name) in path.into_iter().rev() {
+                let key = (section, name);
+                if let Some(known) = self.depth.get(&key) {
+                    depth = *known;
+                    continue;
+                }
+                depth = match depth.map(|d| d + 1) {
+                    Some(d) if d > MAX_EXTENDS_DEPTH => {
+                        self.report_too_deep(key.0, &key.1);
+                        None
+                    }
+                    other => other,
+                };
+                self.depth.insert(key, depth);
+            }
         }
-        if section == "templates" {
-            visiting.push(name.to_owned());
+    }
+
+    fn report_unknown_template(&mut self, section: &'static str, name: &str, template: &str) {
+        let templates = &self.template_names;
+        let guess = if self.suggestion_budget >= templates.len() {
+            self.suggestion_budget -= templates.len();
+            did_you_mean(template, templates)
+        } else {
+            None
+        };
+        let hint = match guess {
+            Some(best) => format!("did you mean `{best}`?"),
+            None if templates.is_empty() => "this file declares no `templates`".to_owned(),
+            None if templates.len() <= 10 => {
+                format!("the templates are {}", quoted_list(templates))
+            }
+            None => format!("this file declares {} templates", templates.len()),
+        };
+        let (path, location) = self.extends_at(section, name);
+        self.error(
+            location,
+            path,
+            format!("unknown template `{template}`: {hint}"),
+        );
+    }
+
+    /// Reports a cycle once, at the `extends` of its smallest member.
+    fn report_cycle(&mut self, members: &[String]) {
+        let first = members
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, m)| m.as_str())
+            .map_or(0, |(i, _)| i);
+        let mut cycle: Vec<&str> = members[first..]
+            .iter()
+            .chain(&members[..first])
+            .map(String::as_str)
+            .collect();
+        let smallest = cycle.first().copied().unwrap_or_default();
+        cycle.push(smallest);
+        // A long cycle is shown by its ends.
+        let shown = if cycle.len() > 8 {
+            let n = cycle.len();
+            format!(
+                "{} → … {} more … → {}",
+                cycle[..3].join(" → "),
+                n - 6,
+                cycle[n - 3..].join(" → ")
+            )
+        } else {
+            cycle.join(" → ")
+        };
+        let message = format!(
+            "templates extend each other in a cycle ({shown}): break it by removing one `extends`"
+        );
+        let (path, location) = self.extends_at("templates", smallest);
+        self.error(location, path, message);
+    }
+
+    fn report_too_deep(&mut self, section: &'static str, name: &str) {
+        let (path, location) = self.extends_at(section, name);
+        self.error(
+            location,
+            path,
+            format!(
+                "this `extends` starts a chain of more than {MAX_EXTENDS_DEPTH} templates \
+                 (each extending the next): at most {MAX_EXTENDS_DEPTH} are allowed; merge \
+                 some of them"
+            ),
+        );
+    }
+
+    /// The key path and location of `section.name.extends`.
+    fn extends_at(&self, section: &'static str, name: &str) -> (String, Location) {
+        let location = self
+            .index
+            .find(section, name, &["extends"])
+            .map_or_else(|| self.root.location.clone(), |(_, n)| n.location.clone());
+        (
+            format!("{section}.{}.extends", display_name(name)),
+            location,
+        )
+    }
+
+    /// `section.name` with its template chain applied; `None` when the chain is broken
+    /// (already reported by [`Checker::link_all`]).
+    fn resolve(&self, section: &'static str, name: &str) -> Option<Resolved> {
+        self.depth
+            .get(&(section, name.to_owned()))
+            .copied()
+            .flatten()?;
+        let mut chain = vec![(section.to_owned(), name.to_owned())];
+        let mut specs = vec![self.specs.get(&(section, name.to_owned()))?];
+        // At most MAX_EXTENDS_DEPTH links: `link_all` refused longer chains.
+        while let Some(template) = specs.last().and_then(|s| s.extends.clone()) {
+            specs.push(self.specs.get(&("templates", template.clone()))?);
+            chain.push(("templates".to_owned(), template));
         }
-        if let Some(start) = visiting.iter().position(|t| *t == template) {
-            // Report each cycle once, at the `extends` of its smallest member.
-            let members = &visiting[start..];
-            let first = members
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, m)| m.as_str())
-                .map_or(0, |(i, _)| i);
-            let mut cycle: Vec<String> = members[first..]
-                .iter()
-                .chain(&members[..first])
-                .cloned()
-                .collect();
-            let smallest = cycle.first().cloned().unwrap_or_default();
-            cycle.push(smallest.clone());
-            let location = self
-                .root
-                .find(&["templates", &smallest, "extends"])
-                .map_or(extends_location, |(_, n)| n.location.clone());
-            let message = format!(
-                "templates extend each other in a cycle ({}): break it by removing one \
-                 `extends`",
-                cycle.join(" → ")
-            );
-            self.error(location, format!("templates.{smallest}.extends"), message);
-            return None;
+        let mut spec = BulkheadSpec::default();
+        for own in specs.iter().rev() {
+            spec = own.over(&spec);
         }
-        let (base, base_chain) = self.resolve("templates", &template, visiting)?;
-        chain.extend(base_chain);
-        let mut spec = own.over(&base);
         spec.extends = None;
         Some((spec, chain))
     }

@@ -121,21 +121,61 @@ impl Diagnostic {
 }
 
 impl fmt::Display for Diagnostic {
+    /// One line: control characters (a newline, ESC, NUL) and bidirectional-text controls
+    /// (U+202E) in the file name, key path or message — which quote the input — are
+    /// written escaped (`\n`, `\u{1b}`), so a hostile name can neither split the line nor
+    /// drive the terminal. The fields themselves (and JSON output) hold the text as is.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.file.is_empty() {
             f.write_str("config")?;
         } else {
-            f.write_str(&self.file)?;
+            f.write_str(&escape_controls(&self.file))?;
         }
         if self.line > 0 {
             write!(f, ":{}:{}", self.line, self.column)?;
         }
         write!(f, ": {}: ", self.severity.as_str())?;
         if !self.key_path.is_empty() {
-            write!(f, "{}: ", self.key_path)?;
+            write!(f, "{}: ", escape_controls(&self.key_path))?;
         }
-        f.write_str(&self.message)
+        f.write_str(&escape_controls(&self.message))
     }
+}
+
+/// True for a character that must not reach a terminal as is: a control character, or
+/// one that reorders or hides text (bidirectional controls, zero-width marks).
+fn is_hazard(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}'
+        )
+}
+
+/// `text` with control and bidirectional-formatting characters written as Rust escapes
+/// (`\n`, `\t`, `\0`, `\u{1b}`, `\u{202e}`); everything else, `\` and quotes included,
+/// is left alone. Borrowed when there is nothing to escape.
+///
+/// The `bulkhead` CLI prints every piece of input through it: file names, key paths,
+/// messages and quoted source lines.
+///
+/// ```
+/// assert_eq!(bulkhead_config::escape_controls("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
+/// assert_eq!(bulkhead_config::escape_controls("payment"), "payment");
+/// ```
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_hazard) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_hazard(c) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A list of [`Diagnostic`]s, shown one per line.

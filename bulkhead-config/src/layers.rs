@@ -287,7 +287,7 @@ impl Layers {
     pub fn file(self, path: impl AsRef<Path>) -> Result<Self, Diagnostics> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let source = std::fs::read_to_string(path).map_err(|e| {
+        let source = crate::read_source(path).map_err(|e| {
             Diagnostics::from(vec![Diagnostic::unplaced(
                 Severity::Error,
                 name.clone(),

@@ -27,6 +27,7 @@
 
 mod against;
 mod check;
+pub use check::MAX_EXTENDS_DEPTH;
 mod diagnostic;
 mod file;
 #[cfg(feature = "layers")]
@@ -43,7 +44,7 @@ pub use against::check_against;
 /// The typed config (re-exported from `bulkhead-config-types`, which the runtime uses
 /// without this crate's parser).
 pub use bulkhead_config_types::*;
-pub use diagnostic::{Diagnostic, Diagnostics, Severity};
+pub use diagnostic::{Diagnostic, Diagnostics, Severity, escape_controls};
 pub use file::{
     BulkheadSpec, ConfigFile, MAX_CONCURRENT_CALLS, MAX_QUEUE_CAPACITY, MAX_THREADS_PER_POOL,
     json_schema, json_schema_text,
@@ -95,6 +96,30 @@ impl Parsed {
             locations: checked.locations,
         }
     }
+}
+
+/// Reads a config file for [`parse_file`]: at most [`MAX_SOURCE_BYTES`] + 1 bytes of it,
+/// so `/dev/zero`, a pipe that never ends or a huge file costs no more than that.
+///
+/// A file within the limit must be UTF-8 (an [`std::io::ErrorKind::InvalidData`] error
+/// otherwise). A larger one is returned cut after the limit, and [`parse_file`] refuses it
+/// as too large.
+///
+/// ```
+/// let err = bulkhead_config::read_source("/nonexistent/bulkheads.yaml").unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+/// ```
+pub fn read_source(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let limit = MAX_SOURCE_BYTES as u64 + 1;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_SOURCE_BYTES {
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Reads a YAML document the way [`parse_file`] does (same limits, same scalar rules) and

@@ -174,10 +174,8 @@ pub(crate) fn parse(file: &Arc<str>, source: &str) -> Result<(Node, Diagnostics)
             here(1, 1),
             String::new(),
             format!(
-                "the file is {} bytes; a bulkheads config is at most {} bytes (1 MiB): \
-                 this is not a config file, or it was generated wrong",
-                source.len(),
-                MAX_SOURCE_BYTES
+                "the file is larger than {MAX_SOURCE_BYTES} bytes (1 MiB), the most a bulkheads \
+                 config may be: this is not a config file, or it was generated wrong"
             ),
         );
     }

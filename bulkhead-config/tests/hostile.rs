@@ -1,67 +1,97 @@
-//! Hostile input is refused with a clear error, never a panic, a stack overflow or an
-//! exponential blow-up.
+//! Hostile `extends` chains: resolved without recursion, in time linear in the file, with
+//! a documented depth limit — on a small stack, through the file path and through layers.
 
-use bulkhead_config::{MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES, parse_file};
+use bulkhead_config::{Layers, MAX_EXTENDS_DEPTH, parse_file};
 
-fn refused_with(source: &str, words: &str) {
-    let errors = parse_file("hostile.yaml", source).expect_err("hostile input must be refused");
-    let text = errors.to_string();
-    assert!(text.contains(words), "expected {words:?} in:\n{text}");
+/// `bulkheads: { b: { extends: t0 } }` over templates `t0 → t1 → … → t(links-1)`, the last
+/// of which sets the kind: `b` is `links` links away from the end of its chain.
+fn chain(links: usize) -> String {
+    let mut text = String::from("templates:\n");
+    for i in 0..links - 1 {
+        text.push_str(&format!("  t{i}: {{ extends: t{} }}\n", i + 1));
+    }
+    text.push_str(&format!(
+        "  t{}: {{ kind: semaphore }}\nbulkheads:\n  b: {{ extends: t0 }}\n",
+        links - 1
+    ));
+    text
+}
+
+/// Runs `f` on a thread with a 128 KiB stack: recursion per link would overflow it.
+fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(128 * 1024)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn a_chain_at_the_depth_limit_resolves() {
+    let parsed = parse_file("chain.yaml", &chain(MAX_EXTENDS_DEPTH)).unwrap();
+    assert_eq!(
+        parsed.config.bulkheads["b"].kind(),
+        bulkhead_config::Kind::Semaphore
+    );
+}
+
+#[test]
+fn a_chain_one_past_the_limit_is_one_error_at_the_extends_that_starts_it() {
+    let errors = parse_file("chain.yaml", &chain(MAX_EXTENDS_DEPTH + 1)).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors}");
+    let error = errors.iter().next().unwrap();
+    assert_eq!(error.key_path, "bulkheads.b.extends");
     assert!(
-        text.starts_with("hostile.yaml:"),
-        "errors name the file: {text}"
+        error
+            .message
+            .contains(&format!("more than {MAX_EXTENDS_DEPTH} templates")),
+        "{error}"
     );
 }
 
 #[test]
-fn a_file_over_the_size_limit_is_refused_before_it_is_parsed() {
-    let huge = format!(
-        "bulkheads:\n  a: {{ kind: semaphore }}\n#{}",
-        "x".repeat(MAX_SOURCE_BYTES)
+fn thousands_of_links_are_refused_once_on_a_small_stack() {
+    let errors = on_small_stack(|| parse_file("chain.yaml", &chain(5_000)).unwrap_err());
+    assert_eq!(errors.len(), 1, "{errors}");
+    // The first template more than the limit away from the end of the chain.
+    let first_too_deep = 5_000 - 1 - (MAX_EXTENDS_DEPTH + 1);
+    assert_eq!(
+        errors.iter().next().unwrap().key_path,
+        format!("templates.t{first_too_deep}.extends")
     );
-    refused_with(&huge, "at most 1048576 bytes");
 }
 
 #[test]
-fn deep_flow_nesting_is_refused_without_overflowing_the_stack() {
-    let depth = 200_000;
-    let deep = format!("bulkheads: {}{}", "[".repeat(depth), "]".repeat(depth));
-    let errors = parse_file("hostile.yaml", &deep).expect_err("refused");
-    assert!(errors.has_errors());
-}
-
-#[test]
-fn deep_block_nesting_is_refused_at_the_depth_limit() {
-    let mut doc = String::new();
-    for level in 0..(MAX_DEPTH + 10) {
-        doc.push_str(&" ".repeat(level));
-        doc.push_str("k:\n");
+fn a_long_cycle_is_reported_once_by_its_ends() {
+    let mut text = String::from("templates:\n");
+    for i in 0..5_000 {
+        text.push_str(&format!("  t{i}: {{ extends: t{} }}\n", (i + 1) % 5_000));
     }
-    refused_with(&doc, &format!("nested more than {MAX_DEPTH} levels"));
+    let errors = on_small_stack(move || parse_file("cycle.yaml", &text).unwrap_err());
+    assert_eq!(errors.len(), 1, "{errors}");
+    let error = errors.iter().next().unwrap();
+    assert_eq!(error.key_path, "templates.t0.extends");
+    assert!(
+        error
+            .message
+            .contains("(t0 → t1 → t2 → … 4995 more … → t4998 → t4999 → t0)"),
+        "{error}"
+    );
 }
 
 #[test]
-fn a_billion_laughs_alias_bomb_is_refused_before_it_expands() {
-    let mut doc = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
-    for i in 1..10 {
-        let prev = format!("*a{}", i - 1);
-        doc.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 10].join(", ")));
-    }
-    refused_with(&doc, &format!("more than {MAX_NODES} nodes"));
-}
-
-#[test]
-fn a_flat_file_with_too_many_nodes_is_refused() {
-    let doc: String = (0..MAX_NODES).map(|i| format!("k{i}: 1\n")).collect();
-    assert!(doc.len() < MAX_SOURCE_BYTES);
-    refused_with(&doc, &format!("more than {MAX_NODES} nodes"));
-}
-
-#[test]
-fn binary_garbage_is_an_error_not_a_panic() {
-    let garbage: String = (0u32..4096)
-        .filter_map(|i| char::from_u32(i * 7919 % 0x11000))
-        .collect();
-    let _ = parse_file("hostile.yaml", &garbage);
-    refused_with("\u{0}\u{1}: [\u{7f}", "not valid YAML");
+fn layers_resolve_long_chains_on_a_small_stack() {
+    let errors = on_small_stack(|| {
+        Layers::new("bulkheads.yaml", "bulkheads:\n  b: { kind: semaphore }\n")
+            .yaml("deploy.yaml", &chain(5_000))
+            .and_then(|layers| layers.resolve())
+            .unwrap_err()
+    });
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.message.contains("starts a chain of more than")),
+        "{errors}"
+    );
 }
