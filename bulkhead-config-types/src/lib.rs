@@ -23,7 +23,12 @@
 mod config;
 mod duration;
 mod names;
+mod validate;
 
 pub use config::*;
 pub use duration::{Duration, DurationParseError};
 pub use names::closest_name;
+pub use validate::{
+    InvalidConfig, MAX_CONCURRENT_CALLS, MAX_QUEUE_CAPACITY, MAX_THREADS_PER_POOL, Problem,
+    validate_name,
+};

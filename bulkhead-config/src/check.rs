@@ -16,11 +16,9 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
-use crate::file::{
-    BulkheadSpec, MAX_CONCURRENT_CALLS, MAX_QUEUE_CAPACITY, MAX_THREADS_PER_POOL, kind_keys,
-};
+use crate::file::{BulkheadSpec, kind_keys};
 use crate::yaml::{Key, Node, NodeValue, ScalarValue};
-use crate::{Config, Duration, Kind, Limits};
+use crate::{Config, Duration, Kind};
 
 /// The two sections of a file.
 const SECTIONS: [&str; 2] = ["templates", "bulkheads"];
@@ -42,6 +40,7 @@ pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, D
         diagnostics: Diagnostics::new(),
         specs: BTreeMap::new(),
         invalid: BTreeMap::new(),
+        deploy: declared.is_some(),
         template_names: Vec::new(),
         depth: HashMap::new(),
         suggestion_budget: SUGGESTION_BUDGET,
@@ -219,6 +218,8 @@ struct Checker<'a> {
     /// Keys already reported as invalid, by (section, name), so follow-on problems
     /// (such as a missing `kind` after a misspelt one) are not reported twice.
     invalid: BTreeMap<(&'static str, String), Vec<String>>,
+    /// True for a deploy layered over the declared config, which may change sizes only.
+    deploy: bool,
     /// The names of the templates, sorted.
     template_names: Vec<String>,
     /// How many `extends` links each entry is from the end of its chain; `None` when the
@@ -331,26 +332,8 @@ impl Checker<'_> {
 
     fn read_entry(&mut self, section: &'static str, name: &Key, body: &Node) {
         let path = format!("{section}.{}", display_name(&name.text));
-        if name.text.is_empty() {
-            self.error(
-                name.location.clone(),
-                path.clone(),
-                "the name is empty: give it the name `#[bulkhead(\"…\")]` uses",
-            );
-        } else if !name
-            .text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            self.error(
-                name.location.clone(),
-                path.clone(),
-                format!(
-                    "`{}` is not a valid name: use letters, digits, `-` and `_` (they become \
-                     thread names, metric labels and `BULKHEAD_…` variables)",
-                    name.text
-                ),
-            );
+        if let Err(problem) = crate::validate_name(&name.text) {
+            self.error(name.location.clone(), path.clone(), problem.message);
         }
         let keys = match &body.value {
             NodeValue::Mapping(keys) => keys.as_slice(),
@@ -667,160 +650,30 @@ impl Checker<'_> {
                     // The template is checked on its own and reports it there.
                     continue;
                 }
+                // A deploy cannot change the kind, so it is told what it can set instead.
+                let advice = if self.deploy {
+                    format!(
+                        "a deploy may change sizes, not kinds: remove it; a {kind} is sized with {}",
+                        quoted_list(kind_keys(kind))
+                    )
+                } else {
+                    format!("remove it, or make it `kind: {other}`")
+                };
                 self.error(
                     location,
                     path,
                     format!(
-                        "`{key}` is a {other} setting, but `{}` is a {kind}{kind_source}: \
-                         remove it, or make it `kind: {other}`",
+                        "`{key}` is a {other} setting, but `{}` is a {kind}{kind_source}: {advice}",
                         entry.name
                     ),
                 );
             }
         }
-        let config = spec.resolve(kind);
-        let rule = |this: &mut Self, key: &[&str], message: String| {
-            let (path, location) = this.locate(entry, key);
-            this.error(location, path, message);
-        };
-        match &config.limits {
-            Limits::Semaphore(s) => {
-                if s.max_concurrent_calls == 0 {
-                    rule(
-                        self,
-                        &["max_concurrent_calls"],
-                        "is 0: no call could ever run; set it to at least 1".into(),
-                    );
-                } else if s.max_concurrent_calls > MAX_CONCURRENT_CALLS {
-                    rule(
-                        self,
-                        &["max_concurrent_calls"],
-                        format!(
-                            "{} is absurd (the limit is {MAX_CONCURRENT_CALLS}): a bulkhead that never \
-                         fills protects nothing; size it from QPS × latency (`bulkhead suggest`)",
-                            s.max_concurrent_calls
-                        ),
-                    );
-                }
-            }
-            Limits::ThreadPool(t) => {
-                if t.max_threads == 0 {
-                    rule(
-                        self,
-                        &["max_threads"],
-                        "is 0: no task could ever run; set it to at least 1".into(),
-                    );
-                }
-                for (key, value) in [
-                    ("core_threads", t.core_threads),
-                    ("max_threads", t.max_threads),
-                ] {
-                    if value > MAX_THREADS_PER_POOL {
-                        rule(
-                            self,
-                            &[key],
-                            format!(
-                                "{value} threads is absurd (the limit is {MAX_THREADS_PER_POOL} per pool): \
-                             size it from QPS × latency (`bulkhead suggest`)"
-                            ),
-                        );
-                    }
-                }
-                if t.max_threads < t.core_threads {
-                    rule(
-                        self,
-                        &["max_threads"],
-                        format!(
-                            "is {} but `core_threads` is {}: `max_threads` must be at least \
-                         `core_threads`; raise it to {} or lower `core_threads`",
-                            t.max_threads, t.core_threads, t.core_threads
-                        ),
-                    );
-                }
-                if t.queue_capacity > MAX_QUEUE_CAPACITY {
-                    rule(
-                        self,
-                        &["queue_capacity"],
-                        format!(
-                            "{} is absurd (the limit is {MAX_QUEUE_CAPACITY}): a queue is a latency \
-                         decision — queue / throughput is the worst-case wait",
-                            t.queue_capacity
-                        ),
-                    );
-                }
-                if let Some(prefix) = &t.thread_name_prefix
-                    && prefix.contains('\0')
-                {
-                    rule(
-                        self,
-                        &["thread_name_prefix"],
-                        "contains a NUL character, which a thread name cannot hold: remove it"
-                            .into(),
-                    );
-                }
-                if let Some(codel) = t.codel {
-                    for (key, value) in [("target", codel.target), ("interval", codel.interval)] {
-                        if value.is_zero() {
-                            rule(self, &["codel", key], "is 0: CoDel needs a positive duration (Facebook uses 5ms target, 100ms interval)".into());
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(rate) = config.rate_limit {
-            if rate.limit_for_period == 0 {
-                rule(
-                    self,
-                    &["rate_limit", "limit_for_period"],
-                    "is 0: no call would ever be admitted; set it to at least 1".into(),
-                );
-            }
-            if rate.refresh_period.is_zero() {
-                rule(
-                    self,
-                    &["rate_limit", "refresh_period"],
-                    "is 0: the period must be positive, such as `1s`".into(),
-                );
-            }
-        }
-        let s = config.saturation;
-        for (key, value) in [
-            ("active_warning", s.active_warning),
-            ("active_critical", s.active_critical),
-            ("queue_warning", s.queue_warning),
-            ("queue_critical", s.queue_critical),
-        ] {
-            if !(value > 0.0 && value <= 1.0) {
-                rule(
-                    self,
-                    &["saturation", key],
-                    format!(
-                        "is {value}: a threshold is a fraction of capacity above 0 and at most 1, such as 0.8"
-                    ),
-                );
-            }
-        }
-        for (warning, critical, w, c) in [
-            (
-                "active_warning",
-                "active_critical",
-                s.active_warning,
-                s.active_critical,
-            ),
-            (
-                "queue_warning",
-                "queue_critical",
-                s.queue_warning,
-                s.queue_critical,
-            ),
-        ] {
-            if w > c && c <= 1.0 && w <= 1.0 {
-                rule(
-                    self,
-                    &["saturation", warning],
-                    format!("is {w}, above `{critical}` ({c}): warning must come before critical"),
-                );
-            }
+        // The rules every path shares (files, layers, the registry): one function, one
+        // set of messages, placed here at the key that breaks them.
+        for problem in spec.resolve(kind).problems() {
+            let (path, location) = self.locate(entry, &problem.key);
+            self.error(location, path, problem.message);
         }
     }
 }

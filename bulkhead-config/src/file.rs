@@ -20,13 +20,6 @@ use crate::{
     SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
 };
 
-/// The most threads one pool may have; more is a typo (seed 002 ran 1 200 threads over all its pools).
-pub const MAX_THREADS_PER_POOL: u32 = 10_000;
-/// The largest queue a pool may have; a queue is a latency decision (seed 001), not a buffer.
-pub const MAX_QUEUE_CAPACITY: u32 = 1_000_000;
-/// The most permits a semaphore may have.
-pub const MAX_CONCURRENT_CALLS: u32 = 1_000_000;
-
 /// A `bulkheads.yaml` document: reusable templates and the bulkheads the code uses.
 ///
 /// Start the file with `# yaml-language-server: $schema=bulkheads.schema.json` so editors

@@ -45,10 +45,7 @@ pub use against::check_against;
 /// without this crate's parser).
 pub use bulkhead_config_types::*;
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, escape_controls};
-pub use file::{
-    BulkheadSpec, ConfigFile, MAX_CONCURRENT_CALLS, MAX_QUEUE_CAPACITY, MAX_THREADS_PER_POOL,
-    json_schema, json_schema_text,
-};
+pub use file::{BulkheadSpec, ConfigFile, json_schema, json_schema_text};
 #[cfg(feature = "layers")]
 pub use layers::{ENV_PREFIX, Layers, env_var_name};
 pub use lint::{LONG_QUEUE_WARNING, TOTAL_THREADS_WARNING, worst_case_queue_wait};

@@ -328,6 +328,11 @@ const RULES: &[(&str, &str, &str)] = &[
         "environment variable BULKHEAD_PRODUCT_DETAIL__MAX_QUEUE_WAIT",
     ),
     (
+        "a deploy is advised what it can set, not to change the kind",
+        "against/env-other-kind-key/expected",
+        "BULKHEAD_PAYMENTS__MAX_THREADS: error: bulkheads.payments.max_threads: `max_threads` is a thread-pool setting, but `payments` is a semaphore: a deploy may change sizes, not kinds: remove it; a semaphore is sized with",
+    ),
+    (
         "a duration too large to hold",
         "invalid/duration-overflow",
         "is too large: a duration is at most",

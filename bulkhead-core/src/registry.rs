@@ -27,7 +27,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bulkhead_config_types::{
-    BulkheadConfig, Config, Kind, Limits, SemaphoreConfig, ThreadPoolConfig, closest_name,
+    BulkheadConfig, Config, InvalidConfig, Kind, Limits, SemaphoreConfig, ThreadPoolConfig,
+    closest_name,
 };
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
@@ -211,6 +212,10 @@ pub enum RegistryError {
         /// The kind asked for now.
         requested: Kind,
     },
+    /// The name or the config breaks the rules a config file is checked by (the same
+    /// rules and messages: [`BulkheadConfig::validate`]).
+    #[error("invalid bulkhead config: {0}")]
+    Invalid(#[from] InvalidConfig),
 }
 
 /// One reason a reload was refused.
@@ -232,6 +237,8 @@ pub enum ReloadProblem {
     /// (refused by [`Registry::reload_strict`]; [`Registry::reload`] reports it in
     /// [`ReloadReport::undeclared`]).
     Undeclared(UndeclaredName),
+    /// A bulkhead of the new config breaks the rules a config file is checked by.
+    Invalid(InvalidConfig),
 }
 
 impl fmt::Display for ReloadProblem {
@@ -255,6 +262,7 @@ impl fmt::Display for ReloadProblem {
                 )
             }
             ReloadProblem::Undeclared(undeclared) => undeclared.fmt(f),
+            ReloadProblem::Invalid(invalid) => invalid.fmt(f),
         }
     }
 }
@@ -421,8 +429,13 @@ impl Registry {
     ///
     /// # Errors
     ///
-    /// [`RegistryError::KindMismatch`] when `name` is registered with the other kind.
+    /// [`RegistryError::KindMismatch`] when `name` is registered with the other kind;
+    /// [`RegistryError::Invalid`] when the name or config breaks a rule (an empty name, zero
+    /// permits, fewer `max_threads` than `core_threads`, a rate limit of `0` per period, …):
+    /// the same rules, with the same messages, as a config file
+    /// ([`BulkheadConfig::validate`]).
     pub fn register(&self, name: &str, config: &BulkheadConfig) -> Result<Bulkhead, RegistryError> {
+        config.validate(name)?;
         if let Some(existing) = self.entries.get(name) {
             return same_kind(name, &existing.bulkhead, config);
         }
@@ -491,8 +504,9 @@ impl Registry {
     /// Applies a deploy, in place: the bulkheads it names take its sizes, every other
     /// bulkhead goes back to the sizes its code gave it (the module's invariant 4).
     ///
-    /// Refused as a whole, with nothing applied, when it changes the kind of a bulkhead
-    /// (the problem names where the program declares it). Names that no code declares or
+    /// Refused as a whole, with nothing applied, when one of its bulkheads breaks a rule
+    /// ([`ReloadProblem::Invalid`]) or changes the kind of a bulkhead (the problem names
+    /// where the program declares it). Names that no code declares or
     /// registered are reported in [`ReloadReport::undeclared`] with a suggestion; use
     /// [`reload_strict`](Self::reload_strict) to refuse them instead. Never blocks on
     /// running calls (see [`SemaphoreBulkhead::resize`] and [`ThreadPoolBulkhead::resize`]).
@@ -515,6 +529,14 @@ impl Registry {
     }
 
     fn apply(&self, config: &Config, strict: bool) -> Result<ReloadReport, ReloadError> {
+        let invalid: Vec<ReloadProblem> = config
+            .bulkheads
+            .iter()
+            .filter_map(|(name, new)| new.validate(name).err().map(ReloadProblem::Invalid))
+            .collect();
+        if !invalid.is_empty() {
+            return Err(ReloadError { problems: invalid });
+        }
         let mut deploy = self.deploy.lock();
         // Entries are only added under the deploy lock held here, and never removed, so
         // these read guards see every entry and wait on no writer.

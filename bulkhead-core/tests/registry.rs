@@ -313,3 +313,93 @@ impl RegisterSemaphore for Registry {
         }
     }
 }
+
+/// The problems `register` reports for `name` and `config`, as `key: message`.
+fn refusal(registry: &Registry, name: &str, config: &BulkheadConfig) -> Vec<String> {
+    match registry.register(name, config) {
+        Err(RegistryError::Invalid(invalid)) => {
+            assert_eq!(invalid.name, name);
+            invalid.problems.iter().map(ToString::to_string).collect()
+        }
+        other => panic!("`{name:?}` should be refused as invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn register_refuses_what_a_config_file_would_refuse() {
+    let registry = Registry::new();
+    let rate = |limit, period| BulkheadConfig {
+        rate_limit: Some(rate_limit(limit, period, 0)),
+        ..semaphore_config(2)
+    };
+    let prefixed = BulkheadConfig::thread_pool(ThreadPoolConfig {
+        thread_name_prefix: Some("pool\0-".to_owned()),
+        ..ThreadPoolConfig::default()
+    });
+    for (name, config, expected) in [
+        (
+            "zero",
+            semaphore_config(0),
+            "max_concurrent_calls: is 0: no call could ever run; set it to at least 1",
+        ),
+        (
+            "huge",
+            semaphore_config(u32::MAX),
+            "max_concurrent_calls: 4294967295 is absurd (the limit is 1000000)",
+        ),
+        (
+            "threads",
+            pool_config(100_000),
+            "max_threads: 100000 threads is absurd (the limit is 10000 per pool)",
+        ),
+        (
+            "rate",
+            rate(0, 0),
+            "rate_limit.limit_for_period: is 0: no call would ever be admitted",
+        ),
+        (
+            "prefix",
+            prefixed,
+            "thread_name_prefix: contains a NUL character",
+        ),
+        ("", semaphore_config(2), "the name is empty"),
+        ("../etc/passwd", semaphore_config(2), "is not a valid name"),
+        ("a\nb", semaphore_config(2), "is not a valid name"),
+        ("pool\0", pool_config(2), "is not a valid name"),
+    ] {
+        let problems = refusal(&registry, name, &config);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with(expected) || p.contains(expected)),
+            "{name:?}: {problems:?}"
+        );
+    }
+    assert_eq!(registry.names(), Vec::<String>::new(), "nothing registered");
+    // Every problem at once, and the rate limit's period too.
+    let both = refusal(&registry, "rate", &rate(0, 0));
+    assert_eq!(both.len(), 2, "{both:?}");
+    assert!(
+        both[1].starts_with("rate_limit.refresh_period: is 0"),
+        "{both:?}"
+    );
+}
+
+#[test]
+fn reload_refuses_an_invalid_size_and_applies_nothing() {
+    let registry = Registry::new();
+    let payment = registry.register("payment", &semaphore_config(4)).unwrap();
+    let err = registry
+        .reload(&config(&[("payment", semaphore_config(0))]))
+        .unwrap_err();
+    assert!(
+        matches!(&err.problems[..], [ReloadProblem::Invalid(invalid)] if invalid.name == "payment"),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "reload refused, nothing applied: bulkheads.payment.max_concurrent_calls: is 0: no \
+         call could ever run; set it to at least 1"
+    );
+    assert_eq!(payment.as_semaphore().unwrap().limit(), 4);
+}

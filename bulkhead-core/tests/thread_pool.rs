@@ -331,6 +331,56 @@ fn threads_are_named_prefix_and_number() {
 }
 
 #[test]
+fn a_nul_in_the_name_or_prefix_of_a_pool_built_directly_does_not_stop_its_threads() {
+    // The registry refuses such names; a pool built without it still starts its workers.
+    let prefixed = ThreadPoolBulkhead::new(
+        "ignored",
+        &ThreadPoolConfig {
+            thread_name_prefix: Some("pay\0-".into()),
+            ..config(1, 1, 0)
+        },
+    );
+    let name = prefixed.call((), |()| thread::current().name().map(String::from));
+    assert_eq!(name.unwrap().as_deref(), Some("pay\u{fffd}-1"));
+    let named = ThreadPoolBulkhead::new("inv\0", &config(1, 1, 0));
+    assert_eq!(named.call(3, |i| i + 1).ok(), Some(4));
+    let counts = named.snapshot().calls;
+    assert_eq!(
+        (
+            counts.permitted,
+            counts.completed,
+            counts.cancelled,
+            counts.refused.full
+        ),
+        (1, 1, 0, 0)
+    );
+}
+
+#[test]
+fn a_pool_with_core_below_max_runs_max_threads_before_it_refuses() {
+    let pool = ThreadPoolBulkhead::new("grows", &config(2, 5, 3));
+    let gate = Gate::default();
+    // Five running on five threads (three above core), three queued: full.
+    let calls = blocked_calls(&pool, &gate, 0..8);
+    wait_until(|| {
+        let s = pool.snapshot();
+        s.active == 5 && s.queued == 3
+    });
+    let refused = pool.call(99, |i| i);
+    assert!(is_full(&refused));
+    let s = pool.snapshot();
+    assert_eq!(
+        (s.active, s.queued, s.pool_size, s.largest_pool_size),
+        (5, 3, Some(5), Some(5))
+    );
+    assert_eq!(s.calls.refused.full, 1);
+    gate.open();
+    for call in calls {
+        assert!(call.join().unwrap().is_ok());
+    }
+}
+
+#[test]
 fn keep_alive_retires_threads_above_core() {
     let clock = ManualClock::new();
     let pool = ThreadPoolBulkhead::with_clock(
@@ -948,22 +998,4 @@ fn caller_runs_async_panic_caught_around_poll_is_counted_panicked() {
     let calls = busy.release().snapshot().calls;
     assert_eq!((calls.panicked, calls.cancelled), (1, 0));
     assert_eq!(calls.permitted, calls.completed + calls.panicked);
-}
-
-#[test]
-fn a_worker_that_cannot_start_refuses_the_call_with_its_input() {
-    // A NUL cannot be in a thread name: every spawn fails (config validation rejects it).
-    let pool = ThreadPoolBulkhead::new(
-        "nul",
-        &ThreadPoolConfig {
-            thread_name_prefix: Some("bad\0-".into()),
-            ..config(1, 1, 4)
-        },
-    );
-    let refused = pool.call(3u32, |i| i).unwrap_err();
-    assert_eq!(refused.input, 3);
-    assert!(is_full(&Err::<(), _>(refused)));
-    let snap = pool.snapshot();
-    assert_eq!((snap.active, snap.queued, snap.pool_size), (0, 0, Some(0)));
-    assert_eq!(snap.calls.permitted, snap.calls.cancelled);
 }

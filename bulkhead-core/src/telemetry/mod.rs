@@ -73,7 +73,8 @@ fn spans_may_be_enabled() -> bool {
 /// A bulkhead's load when it refused a call, for the refusal warning.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Load {
-    /// Calls running (permits held, tasks on workers).
+    /// Calls running: permits held, or a pool's workers running a task or claimed for a
+    /// queued one (spawned or woken for it, not yet started).
     pub active: u32,
     /// Tasks in a pool's queue (callers waiting, for a semaphore).
     pub queued: u32,

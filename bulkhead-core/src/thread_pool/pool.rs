@@ -63,7 +63,7 @@ pub(crate) struct Inner {
     idle_claims: std::sync::atomic::AtomicU64,
 }
 
-struct State {
+pub(crate) struct State {
     core: u32,
     max: u32,
     capacity: u32,
@@ -118,6 +118,23 @@ impl State {
             }
             None => false,
         }
+    }
+}
+
+/// The load a refusal is reported with, as admission sees it. `active` counts the workers
+/// running a task *and* those claimed for a queued one — spawned or woken for it, not yet
+/// started: admission counted their task's slot, and the pool has no other worker to give
+/// it. Counting only the tasks already started made a full pool of 6 threads read
+/// `active=4` in the refusal's WARN event while two just-spawned workers were starting,
+/// as if it had refused before growing to `max_threads`.
+pub(crate) fn refusal_load(st: &State) -> Load {
+    Load {
+        active: st
+            .active
+            .saturating_add(st.pending)
+            .min(st.threads.max(st.active)),
+        queued: st.unassigned(),
+        limit: st.max,
     }
 }
 
@@ -270,14 +287,8 @@ impl Inner {
     /// The WARN event and the listeners of one refusal, with the pool's load.
     #[cold]
     fn report_refusal(&self, error: &BulkheadError) {
-        self.telemetry.on_refused(error, || {
-            let g = self.gauges();
-            Load {
-                active: g.active,
-                queued: g.queued,
-                limit: g.max,
-            }
-        });
+        self.telemetry
+            .on_refused(error, || refusal_load(&self.state.lock()));
     }
 
     /// The refusal of a call under `on_full: abort` when the pool is full, counted and
@@ -476,12 +487,17 @@ impl Inner {
 
     fn spawn_worker(self: &Arc<Self>, number: u64) {
         let inner = Arc::clone(self);
-        let name = format!("{}{number}", self.thread_name_prefix);
-        let spawned = if name.contains('\0') {
-            // `Builder::spawn` would panic on it; config validation rejects such a prefix.
-            Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "thread name contains a NUL character",
+        // A thread name cannot hold NUL (`Builder::spawn` would fail every time, and the pool
+        // would refuse every call): the registry refuses such a name or prefix, and a pool
+        // built directly gets U+FFFD in its place.
+        let name = format!("{}{number}", self.thread_name_prefix).replace('\0', "\u{fffd}");
+        #[cfg(all(test, not(loom)))]
+        let os_refuses = pool_tests::spawn_fails();
+        #[cfg(not(all(test, not(loom))))]
+        let os_refuses = false;
+        let spawned = if os_refuses {
+            Err(std::io::Error::other(
+                "no thread (a test stands in for the OS)",
             ))
         } else {
             std::thread::Builder::new()

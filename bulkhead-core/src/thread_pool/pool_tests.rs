@@ -20,6 +20,38 @@ thread_local! {
     static AFTER_SPAWN: RefCell<Option<Hook>> = const { RefCell::new(None) };
 }
 
+thread_local! {
+    /// When set, `spawn_worker` on this thread fails as if the OS refused a thread.
+    static SPAWN_FAILS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+pub(super) fn spawn_fails() -> bool {
+    SPAWN_FAILS.with(std::cell::Cell::get)
+}
+
+/// A worker that cannot start (the OS refuses a thread) fails the call it was spawned
+/// for with `Full` and gives the input back; the call counts as permitted and cancelled.
+#[test]
+fn a_worker_that_cannot_start_refuses_the_call_with_its_input() {
+    let config = ThreadPoolConfig {
+        core_threads: 1,
+        max_threads: 1,
+        queue_capacity: 4,
+        ..ThreadPoolConfig::default()
+    };
+    let pool = ThreadPoolBulkhead::new("no-threads", &config);
+    SPAWN_FAILS.with(|f| f.set(true));
+    let refused = pool.call(3u32, |i| i).unwrap_err();
+    SPAWN_FAILS.with(|f| f.set(false));
+    assert_eq!(refused.input, 3);
+    assert!(matches!(refused.error, crate::BulkheadError::Full { .. }));
+    let snap = pool.snapshot();
+    assert_eq!((snap.active, snap.queued, snap.pool_size), (0, 0, Some(0)));
+    assert_eq!(snap.calls.permitted, snap.calls.cancelled);
+    // The next call starts a worker and runs.
+    assert_eq!(pool.call(4u32, |i| i + 1).ok(), Some(5));
+}
+
 pub(super) fn after_spawn(inner: &Inner) {
     let hook = AFTER_SPAWN.with(|h| h.borrow_mut().take());
     if let Some(mut hook) = hook {
@@ -126,4 +158,32 @@ fn a_call_admitted_while_a_surplus_thread_is_idle_runs() {
         });
         pool.shutdown(Duration::from_secs(30));
     }
+}
+
+/// A refusal's load counts the workers claimed for queued tasks (spawned or woken, not yet
+/// started) as busy: the pool has grown to `max_threads` even while two of its six workers
+/// are starting. The window is held by setting the claim under the lock, which is what
+/// `enqueue` does before the worker runs.
+#[test]
+fn a_refusal_counts_workers_claimed_for_queued_tasks_as_busy() {
+    let config = ThreadPoolConfig {
+        core_threads: 4,
+        max_threads: 6,
+        queue_capacity: 30,
+        ..ThreadPoolConfig::default()
+    };
+    let pool = ThreadPoolBulkhead::new("claimed", &config);
+    let inner = pool.inner();
+    let mut st = inner.state.lock();
+    // Four workers running, two spawned for queued tasks and not yet started.
+    st.threads = 6;
+    st.active = 4;
+    st.pending = 2;
+    let load = super::refusal_load(&st);
+    assert_eq!((load.active, load.limit), (6, 6));
+    st.threads = 0;
+    st.active = 0;
+    st.pending = 0;
+    drop(st);
+    pool.shutdown(Duration::from_secs(30));
 }

@@ -1,0 +1,297 @@
+//! The rules every bulkhead config keeps, whichever way it arrives: a `bulkheads.yaml`
+//! (checked at compile time and by `bulkhead check`), a deploy file or `BULKHEAD_…`
+//! variable layered over it, or a config built in code and given to the registry. All of
+//! them call [`validate_name`] and [`BulkheadConfig::problems`], so the rules and their
+//! messages are the same everywhere.
+
+use std::fmt;
+
+use crate::{BulkheadConfig, Limits};
+
+/// The most threads one pool may have; more is a typo (a pool is sized from QPS × latency).
+pub const MAX_THREADS_PER_POOL: u32 = 10_000;
+/// The largest queue a pool may have: a queue is a latency decision, not a buffer.
+pub const MAX_QUEUE_CAPACITY: u32 = 1_000_000;
+/// The most permits a semaphore may have.
+pub const MAX_CONCURRENT_CALLS: u32 = 1_000_000;
+
+/// One broken rule: the key it is about, inside the bulkhead, and what to do.
+///
+/// ```
+/// use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig};
+/// let zero = BulkheadConfig::semaphore(SemaphoreConfig { max_concurrent_calls: 0, ..Default::default() });
+/// let problems = zero.problems();
+/// assert_eq!(problems[0].key, ["max_concurrent_calls"]);
+/// assert_eq!(problems[0].to_string(), "max_concurrent_calls: is 0: no call could ever run; set it to at least 1");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Problem {
+    /// The key path inside the bulkhead (`["rate_limit", "limit_for_period"]`); empty for
+    /// the name.
+    pub key: Vec<&'static str>,
+    /// What is wrong and what to do about it.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(key: &[&'static str], message: impl Into<String>) -> Self {
+        Problem {
+            key: key.to_vec(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key.join("."))?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Why a bulkhead config was refused: its name and every rule it breaks.
+///
+/// `Display` writes each problem as `bulkheads.<name>.<key>: <message>`, the key paths a
+/// config file would use, joined by `; `. Control characters in the name are escaped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub struct InvalidConfig {
+    /// The bulkhead's name, as given.
+    pub name: String,
+    /// Every broken rule, the name's first.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for InvalidConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "bulkheads.{}", escape_controls(&self.name))?;
+            if !problem.key.is_empty() {
+                write!(f, ".{}", problem.key.join("."))?;
+            }
+            write!(f, ": {}", escape_controls(&problem.message))?;
+        }
+        Ok(())
+    }
+}
+
+/// `text` with control characters written as escapes (`\n`, `\u{1b}`), so a name quoted
+/// in a message keeps it on one line.
+fn escape_controls(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escape = c.is_control();
+            c.escape_debug()
+                .filter(move |_| escape)
+                .chain(Some(c).filter(|_| !escape))
+        })
+        .collect()
+}
+
+/// Checks a bulkhead's name: letters, digits, `-` and `_`, at least one. Names become
+/// thread names, metric labels and `BULKHEAD_…` variable names, so nothing else is safe.
+///
+/// ```
+/// assert!(bulkhead_config_types::validate_name("product-detail").is_ok());
+/// let err = bulkhead_config_types::validate_name("../etc/passwd").unwrap_err();
+/// assert!(err.message.contains("is not a valid name"));
+/// ```
+pub fn validate_name(name: &str) -> Result<(), Problem> {
+    if name.is_empty() {
+        return Err(Problem::new(
+            &[],
+            "the name is empty: give it the name `#[bulkhead(\"…\")]` uses",
+        ));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(Problem::new(
+            &[],
+            format!(
+                "`{name}` is not a valid name: use letters, digits, `-` and `_` (they become \
+                 thread names, metric labels and `BULKHEAD_…` variables)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl BulkheadConfig {
+    /// Checks `name` and every rule on the values; the error lists every problem.
+    ///
+    /// The registry calls it before building or resizing a bulkhead, and a config file is
+    /// checked by the same rules, with the same messages.
+    ///
+    /// ```
+    /// use bulkhead_config_types::{BulkheadConfig, ThreadPoolConfig};
+    /// let pool = BulkheadConfig::thread_pool(ThreadPoolConfig { core_threads: 8, max_threads: 4, ..Default::default() });
+    /// let err = pool.validate("search").unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "bulkheads.search.max_threads: is 4 but `core_threads` is 8: `max_threads` must be at \
+    ///      least `core_threads`; raise it to 8 or lower `core_threads`"
+    /// );
+    /// ```
+    pub fn validate(&self, name: &str) -> Result<(), InvalidConfig> {
+        let mut problems: Vec<Problem> = validate_name(name).err().into_iter().collect();
+        problems.extend(self.problems());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(InvalidConfig {
+                name: name.to_owned(),
+                problems,
+            })
+        }
+    }
+
+    /// Every rule the values break (the name is [`validate_name`]'s), in key order.
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut rule = |key: &[&'static str], message: String| out.push(Problem::new(key, message));
+        match &self.limits {
+            Limits::Semaphore(s) => {
+                if s.max_concurrent_calls == 0 {
+                    rule(
+                        &["max_concurrent_calls"],
+                        "is 0: no call could ever run; set it to at least 1".into(),
+                    );
+                } else if s.max_concurrent_calls > MAX_CONCURRENT_CALLS {
+                    rule(
+                        &["max_concurrent_calls"],
+                        format!(
+                            "{} is absurd (the limit is {MAX_CONCURRENT_CALLS}): a bulkhead that \
+                             never fills protects nothing; size it from QPS × latency \
+                             (`bulkhead suggest`)",
+                            s.max_concurrent_calls
+                        ),
+                    );
+                }
+            }
+            Limits::ThreadPool(t) => {
+                if t.max_threads == 0 {
+                    rule(
+                        &["max_threads"],
+                        "is 0: no task could ever run; set it to at least 1".into(),
+                    );
+                }
+                for (key, value) in [
+                    ("core_threads", t.core_threads),
+                    ("max_threads", t.max_threads),
+                ] {
+                    if value > MAX_THREADS_PER_POOL {
+                        rule(
+                            &[key],
+                            format!(
+                                "{value} threads is absurd (the limit is {MAX_THREADS_PER_POOL} \
+                                 per pool): size it from QPS × latency (`bulkhead suggest`)"
+                            ),
+                        );
+                    }
+                }
+                if t.max_threads < t.core_threads {
+                    rule(
+                        &["max_threads"],
+                        format!(
+                            "is {} but `core_threads` is {}: `max_threads` must be at least \
+                             `core_threads`; raise it to {} or lower `core_threads`",
+                            t.max_threads, t.core_threads, t.core_threads
+                        ),
+                    );
+                }
+                if t.queue_capacity > MAX_QUEUE_CAPACITY {
+                    rule(
+                        &["queue_capacity"],
+                        format!(
+                            "{} is absurd (the limit is {MAX_QUEUE_CAPACITY}): a queue is a \
+                             latency decision — queue / throughput is the worst-case wait",
+                            t.queue_capacity
+                        ),
+                    );
+                }
+                if let Some(prefix) = &t.thread_name_prefix
+                    && prefix.contains('\0')
+                {
+                    rule(
+                        &["thread_name_prefix"],
+                        "contains a NUL character, which a thread name cannot hold: remove it"
+                            .into(),
+                    );
+                }
+                if let Some(codel) = t.codel {
+                    for (key, value) in [("target", codel.target), ("interval", codel.interval)] {
+                        if value.is_zero() {
+                            rule(
+                                &["codel", key],
+                                "is 0: CoDel needs a positive duration (Facebook uses 5ms \
+                                 target, 100ms interval)"
+                                    .into(),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(rate) = self.rate_limit {
+            if rate.limit_for_period == 0 {
+                rule(
+                    &["rate_limit", "limit_for_period"],
+                    "is 0: no call would ever be admitted; set it to at least 1".into(),
+                );
+            }
+            if rate.refresh_period.is_zero() {
+                rule(
+                    &["rate_limit", "refresh_period"],
+                    "is 0: the period must be positive, such as `1s`".into(),
+                );
+            }
+        }
+        let s = self.saturation;
+        for (key, value) in [
+            ("active_warning", s.active_warning),
+            ("active_critical", s.active_critical),
+            ("queue_warning", s.queue_warning),
+            ("queue_critical", s.queue_critical),
+        ] {
+            if !(value > 0.0 && value <= 1.0) {
+                rule(
+                    &["saturation", key],
+                    format!(
+                        "is {value}: a threshold is a fraction of capacity above 0 and at most 1, \
+                         such as 0.8"
+                    ),
+                );
+            }
+        }
+        for (warning, critical, w, c) in [
+            (
+                "active_warning",
+                "active_critical",
+                s.active_warning,
+                s.active_critical,
+            ),
+            (
+                "queue_warning",
+                "queue_critical",
+                s.queue_warning,
+                s.queue_critical,
+            ),
+        ] {
+            if w > c && c <= 1.0 && w <= 1.0 {
+                rule(
+                    &["saturation", warning],
+                    format!("is {w}, above `{critical}` ({c}): warning must come before critical"),
+                );
+            }
+        }
+        out
+    }
+}
