@@ -321,7 +321,7 @@ pub fn check_deploy(files: &[impl AsRef<Path>], strict: bool) -> DeployCheck {
         let path = file.as_ref();
         let name = path.display().to_string();
         report.add_file(&name);
-        let text = match std::fs::read_to_string(path) {
+        let text = match bulkhead_config::read_source(path) {
             Ok(text) => text,
             Err(e) => {
                 unreadable = true;

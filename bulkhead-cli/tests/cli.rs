@@ -278,6 +278,16 @@ fn check_finishes_on_files_built_to_be_slow_with_a_report_of_bounded_size() {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // The same chain as a deploy layered over a declaration (it resolved each link by a
+    // scan of the file: quadratic).
+    let declared = temp_file("declared.yaml", "bulkheads:\n  b0: { kind: semaphore }\n");
+    let layered = bulkhead(&[
+        "check",
+        "--against",
+        &declared.to_string_lossy(),
+        &temp_file("deploy-chain.yaml", &chain).to_string_lossy(),
+    ]);
+    assert_eq!(layered.status.code(), Some(1), "{}", stdout(&layered));
     for (name, text, errors) in [
         ("chain.yaml", chain, 1),
         ("cycle.yaml", cycle, 1),

@@ -4,7 +4,7 @@
 //! kind change or a dropped bulkhead is an error; a name the code does not declare is a
 //! warning (it would build a bulkhead nobody calls — most often a typo).
 
-use crate::check::did_you_mean;
+use crate::check::Suggestions;
 use crate::diagnostic::{Diagnostic, Diagnostics, Severity};
 use crate::{Config, Parsed};
 
@@ -93,9 +93,10 @@ fn compare(
         }
     }
     let declared_names: Vec<String> = declared.bulkheads.keys().cloned().collect();
+    let mut suggestions = Suggestions::new();
     for name in deploy.bulkheads.keys() {
         if !declared.bulkheads.contains_key(name) {
-            let hint = match did_you_mean(name, &declared_names) {
+            let hint = match suggestions.closest(name, &declared_names) {
                 Some(best) => format!("; did you mean `{best}`?"),
                 None => String::new(),
             };

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
 use crate::file::{BulkheadSpec, kind_keys};
-use crate::yaml::{Key, Node, NodeValue, ScalarValue};
+use crate::yaml::{Key, Node, NodeValue, ScalarValue, SectionIndex};
 use crate::{Config, Duration, Kind};
 
 /// The two sections of a file.
@@ -43,7 +43,7 @@ pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, D
         deploy: declared.is_some(),
         template_names: Vec::new(),
         depth: HashMap::new(),
-        suggestion_budget: SUGGESTION_BUDGET,
+        suggestions: Suggestions::new(),
     };
     ctx.read_sections();
     ctx.template_names = ctx.names("templates");
@@ -144,44 +144,48 @@ struct Entry<'a> {
 pub const MAX_EXTENDS_DEPTH: usize = 16;
 
 /// How many names "did you mean" may compare in one check, so a file with thousands of
-/// unknown templates among thousands of templates stays fast (later ones get no guess).
+/// unknown names among thousands of names stays fast (later ones get no guess).
 const SUGGESTION_BUDGET: usize = 1_000_000;
 
-/// The entries of both sections by (section, name): finding one is a hash lookup, not a
-/// scan of the section (the last of duplicate names wins, as in [`Node::get`]).
+/// "Did you mean" over one check: guesses until [`SUGGESTION_BUDGET`] names are compared.
+pub(crate) struct Suggestions {
+    left: usize,
+}
+
+impl Suggestions {
+    pub(crate) fn new() -> Self {
+        Suggestions {
+            left: SUGGESTION_BUDGET,
+        }
+    }
+
+    /// [`did_you_mean`], while the budget lasts.
+    pub(crate) fn closest<'a>(&mut self, word: &str, candidates: &'a [String]) -> Option<&'a str> {
+        self.left = self.left.checked_sub(candidates.len())?;
+        did_you_mean(word, candidates)
+    }
+}
+
+/// The document with an index of its entries: finding one is a hash lookup, not a scan
+/// of the section.
 struct Index<'a> {
     root: &'a Node,
-    entries: HashMap<(&'a str, &'a str), (&'a Key, &'a Node)>,
+    sections: SectionIndex,
 }
 
 impl<'a> Index<'a> {
     fn new(root: &'a Node) -> Self {
-        let mut entries = HashMap::new();
-        for section in SECTIONS {
-            if let Some((
-                _,
-                Node {
-                    value: NodeValue::Mapping(items),
-                    ..
-                },
-            )) = root.get(section)
-            {
-                for (key, node) in items {
-                    entries.insert((section, key.text.as_str()), (key, node));
-                }
-            }
+        Index {
+            root,
+            sections: SectionIndex::new(root),
         }
-        Index { root, entries }
     }
 
     /// The key and node at `section.name.key…`.
     fn find(&self, section: &str, name: &str, key: &[&str]) -> Option<(&'a Key, &'a Node)> {
-        let &(name_key, node) = self.entries.get(&(section, name))?;
-        if key.is_empty() {
-            Some((name_key, node))
-        } else {
-            node.find(key)
-        }
+        let mut path = vec![section, name];
+        path.extend_from_slice(key);
+        self.sections.find(self.root, &path)
     }
 
     /// Where the name `section.name` was written (the document when it is not there).
@@ -225,8 +229,8 @@ struct Checker<'a> {
     /// How many `extends` links each entry is from the end of its chain; `None` when the
     /// chain is broken (an unknown template, a cycle, too deep), which was reported once.
     depth: HashMap<(&'static str, String), Option<usize>>,
-    /// What is left of [`SUGGESTION_BUDGET`].
-    suggestion_budget: usize,
+    /// "Did you mean" for unknown templates, within its budget.
+    suggestions: Suggestions,
 }
 
 type Resolved = (BulkheadSpec, Vec<(String, String)>);
@@ -524,12 +528,7 @@ impl Checker<'_> {
 
     fn report_unknown_template(&mut self, section: &'static str, name: &str, template: &str) {
         let templates = &self.template_names;
-        let guess = if self.suggestion_budget >= templates.len() {
-            self.suggestion_budget -= templates.len();
-            did_you_mean(template, templates)
-        } else {
-            None
-        };
+        let guess = self.suggestions.closest(template, templates);
         let hint = match guess {
             Some(best) => format!("did you mean `{best}`?"),
             None if templates.is_empty() => "this file declares no `templates`".to_owned(),

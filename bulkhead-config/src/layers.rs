@@ -36,7 +36,7 @@ use figment::value::{Dict, Map, Tag, Value as FigmentValue};
 use figment::{Figment, Metadata, Profile, Provider};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
-use crate::yaml::{Key, Node, NodeValue, ScalarValue};
+use crate::yaml::{Key, Node, NodeValue, ScalarValue, SectionIndex};
 use crate::{Config, Parsed, check};
 
 /// The prefix of every environment variable that overrides a setting.
@@ -91,6 +91,7 @@ enum Layer {
     Yaml {
         name: Arc<str>,
         root: Node,
+        index: SectionIndex,
     },
     Env,
 }
@@ -333,7 +334,8 @@ impl Layers {
             name: name.clone(),
             value: root.to_json(),
         });
-        self.layers.push(Layer::Yaml { name, root });
+        let index = SectionIndex::new(&root);
+        self.layers.push(Layer::Yaml { name, root, index });
         Ok(self)
     }
 
@@ -487,16 +489,17 @@ impl Layers {
             .filter(|name| !declared.bulkheads.contains_key(name.as_str()))
             .cloned()
             .collect();
+        let declared_names: Vec<String> = declared.bulkheads.keys().cloned().collect();
+        let mut suggestions = check::Suggestions::new();
         for name in undeclared {
             let Some(value) = bulkheads.remove(&name) else {
                 continue;
             };
             let (location, _) = self.place(&["bulkheads", &name], value.tag());
-            let hint =
-                match crate::closest_name(&name, declared.bulkheads.keys().map(String::as_str)) {
-                    Some(close) => format!(": did you mean `{close}`?"),
-                    None => String::new(),
-                };
+            let hint = match suggestions.closest(&name, &declared_names) {
+                Some(close) => format!(": did you mean `{close}`?"),
+                None => String::new(),
+            };
             let severity = if self.strict {
                 Severity::Error
             } else {
@@ -539,8 +542,8 @@ impl Layers {
         }
         for layer in &self.layers {
             match layer {
-                Layer::Yaml { name, root } if **name == *layer_name => {
-                    return match root.find(path) {
+                Layer::Yaml { name, root, index } if **name == *layer_name => {
+                    return match index.find(root, path) {
                         Some((key, node)) => (key.location.clone(), node.location.clone()),
                         None => (root.location.clone(), root.location.clone()),
                     };

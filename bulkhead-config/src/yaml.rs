@@ -135,6 +135,71 @@ impl Node {
     }
 }
 
+/// Where every entry of the document's sections is (`bulkheads.NAME`, `templates.NAME`),
+/// so finding one is a hash lookup instead of a scan of a section that may hold tens of
+/// thousands of names. Duplicates resolve as [`Node::get`] does: the last one wins.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SectionIndex {
+    /// Position of each section among the root's entries.
+    sections: HashMap<String, usize>,
+    /// Position of each (section, name) among its section's entries.
+    entries: HashMap<(String, String), usize>,
+}
+
+impl SectionIndex {
+    pub(crate) fn new(root: &Node) -> Self {
+        let mut index = SectionIndex::default();
+        let NodeValue::Mapping(sections) = &root.value else {
+            return index;
+        };
+        for (i, (key, _)) in sections.iter().enumerate() {
+            index.sections.insert(key.text.clone(), i);
+        }
+        for (section, &i) in &index.sections {
+            if let Some((
+                _,
+                Node {
+                    value: NodeValue::Mapping(items),
+                    ..
+                },
+            )) = sections.get(i)
+            {
+                for (j, (name, _)) in items.iter().enumerate() {
+                    index
+                        .entries
+                        .insert((section.clone(), name.text.clone()), j);
+                }
+            }
+        }
+        index
+    }
+
+    /// [`Node::find`] on `root` (the node this index was built from), through the index for
+    /// the section and the name.
+    pub(crate) fn find<'a>(&self, root: &'a Node, path: &[&str]) -> Option<(&'a Key, &'a Node)> {
+        let NodeValue::Mapping(sections) = &root.value else {
+            return None;
+        };
+        let (section, rest) = path.split_first()?;
+        let (section_key, section_node) = sections.get(*self.sections.get(*section)?)?;
+        let Some((name, rest)) = rest.split_first() else {
+            return Some((section_key, section_node));
+        };
+        let NodeValue::Mapping(items) = &section_node.value else {
+            return None;
+        };
+        let at = self
+            .entries
+            .get(&((*section).to_owned(), (*name).to_owned()))?;
+        let (key, node) = items.get(*at)?;
+        if rest.is_empty() {
+            Some((key, node))
+        } else {
+            node.find(rest)
+        }
+    }
+}
+
 /// A collection being built: its location, anchor, and the children so far.
 enum Frame {
     Sequence {

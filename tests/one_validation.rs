@@ -1,0 +1,157 @@
+//! One set of rules for every path: a config the file path (`bulkheads.yaml`, as the
+//! macro, the CLI and deploys read it) accepts, the code path (`Registry::register`)
+//! accepts with the same result, and vice versa — and both refuse with the same messages.
+//! The generators reach past every limit: zero and absurd sizes, `core > max`, a rate of
+//! `0 per 0s`, thresholds outside (0, 1], names that are empty, have spaces, `/`, a
+//! newline or NUL, and thread-name prefixes with NUL.
+
+use bulkhead_config::{
+    BulkheadConfig, BulkheadSpec, CodelConfig, Duration, Limits, OnFull, QueueOrder,
+    RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig, parse_file,
+};
+use bulkhead_core::{Registry, RegistryError};
+use proptest::prelude::*;
+
+/// Sizes on both sides of each rule's bounds.
+fn size(bounds: &'static [u32]) -> impl Strategy<Value = u32> {
+    prop_oneof![
+        proptest::sample::select(bounds),
+        0u32..=8,
+        Just(u32::MAX),
+        any::<u32>(),
+    ]
+}
+
+fn duration() -> impl Strategy<Value = Duration> {
+    prop_oneof![
+        Just(Duration::ZERO),
+        (0u64..5_000).prop_map(Duration::from_millis),
+        any::<u64>().prop_map(|n| Duration::from_std(std::time::Duration::from_nanos(n))),
+    ]
+}
+
+fn threshold() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        proptest::sample::select(&[0.0, 0.5, 0.8, 0.95, 1.0, 1.5, -0.25][..]),
+        0.0f64..=1.0,
+    ]
+}
+
+fn limits() -> impl Strategy<Value = Limits> {
+    let semaphore = (size(&[1, 1_000_000, 1_000_001]), duration(), any::<bool>()).prop_map(
+        |(max_concurrent_calls, max_wait, fair)| {
+            Limits::Semaphore(SemaphoreConfig {
+                max_concurrent_calls,
+                max_wait,
+                fair,
+            })
+        },
+    );
+    let threads: &[u32] = &[1, 10_000, 10_001];
+    let pool = (
+        (
+            size(threads),
+            size(threads),
+            size(&[0, 1_000_000, 1_000_001]),
+        ),
+        (
+            prop_oneof![
+                Just(OnFull::Abort),
+                Just(OnFull::CallerRuns),
+                duration().prop_map(OnFull::Wait)
+            ],
+            proptest::option::of(duration()),
+            proptest::option::of("[a-z\0-]{0,4}"),
+            proptest::option::of(
+                (duration(), duration())
+                    .prop_map(|(target, interval)| CodelConfig { target, interval }),
+            ),
+        ),
+    )
+        .prop_map(
+            |((core_threads, max_threads, queue_capacity), (on_full, wait, prefix, codel))| {
+                Limits::ThreadPool(ThreadPoolConfig {
+                    core_threads,
+                    max_threads,
+                    queue_capacity,
+                    keep_alive: Duration::from_secs(60),
+                    on_full,
+                    max_queue_wait: wait,
+                    thread_name_prefix: prefix,
+                    queue_order: QueueOrder::Fifo,
+                    codel,
+                })
+            },
+        );
+    prop_oneof![semaphore, pool]
+}
+
+fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
+    let rate_limit = proptest::option::of((0u32..=3, duration(), duration()).prop_map(
+        |(limit_for_period, refresh_period, timeout)| RateLimitConfig {
+            limit_for_period,
+            refresh_period,
+            timeout,
+        },
+    ));
+    let saturation = (threshold(), threshold(), threshold(), threshold()).prop_map(
+        |(active_warning, active_critical, queue_warning, queue_critical)| SaturationThresholds {
+            active_warning,
+            active_critical,
+            queue_warning,
+            queue_critical,
+        },
+    );
+    (limits(), rate_limit, saturation).prop_map(|(limits, rate_limit, saturation)| BulkheadConfig {
+        limits,
+        rate_limit,
+        saturation,
+        expected: None,
+    })
+}
+
+fn name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z][a-z0-9_-]{0,8}",
+        "[a-z/. \n\0é-]{0,5}",
+        Just("../etc/passwd".to_owned()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn the_file_path_and_the_code_path_accept_and_refuse_alike(
+        name in name(),
+        config in bulkhead(),
+    ) {
+        // The file path: the entry written out with every key set (JSON is YAML).
+        let file = serde_json::json!({ "bulkheads": { name.as_str(): BulkheadSpec::from(&config) } });
+        let text = serde_json::to_string(&file).unwrap();
+        let from_file = parse_file("bulkheads.yaml", &text);
+        // The code path.
+        let from_code = Registry::new().register(&name, &config);
+        match (&from_file, &from_code) {
+            (Ok(parsed), Ok(bulkhead)) => {
+                prop_assert_eq!(&parsed.config.bulkheads[&name], &config);
+                prop_assert_eq!(bulkhead.kind(), config.kind());
+            }
+            (Err(diagnostics), Err(RegistryError::Invalid(invalid))) => {
+                let mut in_file: Vec<&str> = diagnostics.iter().map(|d| d.message.as_str()).collect();
+                let mut in_code: Vec<&str> = invalid.problems.iter().map(|p| p.message.as_str()).collect();
+                in_file.sort_unstable();
+                in_code.sort_unstable();
+                prop_assert_eq!(in_file, in_code, "{}", text);
+            }
+            (file, code) => prop_assert!(
+                false,
+                "the paths disagree on {:?}:\nfile: {:?}\ncode: {:?}\n{}",
+                name,
+                file.as_ref().map(|_| "accepted").map_err(ToString::to_string),
+                code.as_ref().map(|_| "accepted").map_err(ToString::to_string),
+                text
+            ),
+        }
+    }
+}
