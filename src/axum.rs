@@ -36,7 +36,10 @@
 //!   [`crate::tower`]); a refused request is answered with its [`Refusal`] response without
 //!   calling the handler. The permit is held **until the response body has been sent** (its
 //!   last frame read, an error, or the body dropped), not just until the handler returns:
-//!   a handler that streams a large body keeps its slot for as long as it works.
+//!   a handler that streams a large body keeps its slot for as long as it works. A body
+//!   dropped before its end — the client went away mid-body — counts the call `cancelled`
+//!   in the bulkhead's stats, not `completed`: from the server's side the work was
+//!   abandoned. (A body with nothing to send ends the call when the response is made.)
 //!
 //! # `Retry-After`
 //!
@@ -252,16 +255,42 @@ pin_project_lite::pin_project! {
     struct PermitBody<B> {
         #[pin]
         body: B,
-        permit: Option<OwnedPermit>,
+        permit: BodyPermit,
     }
 }
 
-impl<B> PermitBody<B> {
-    fn new(body: B, permit: OwnedPermit) -> Self {
-        PermitBody {
-            body,
-            permit: Some(permit),
+/// The permit of a response still being sent. Dropped before the body's end — the client
+/// went away mid-body, and the server dropped the response — the call counts as
+/// `cancelled`: from the server's side the work was abandoned, not completed.
+struct BodyPermit(Option<OwnedPermit>);
+
+impl BodyPermit {
+    fn as_ref(&self) -> Option<&OwnedPermit> {
+        self.0.as_ref()
+    }
+
+    /// The body has been sent (or failed): the call is over.
+    fn finish(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for BodyPermit {
+    fn drop(&mut self) {
+        if let Some(permit) = self.0.take() {
+            permit.cancel();
         }
+    }
+}
+
+impl<B: http_body::Body> PermitBody<B> {
+    fn new(body: B, permit: OwnedPermit) -> Self {
+        let mut permit = BodyPermit(Some(permit));
+        if body.is_end_stream() {
+            // Nothing to send: the call is over now (hyper may never poll an empty body).
+            permit.finish();
+        }
+        PermitBody { body, permit }
     }
 }
 
@@ -287,7 +316,7 @@ impl<B: http_body::Body> http_body::Body for PermitBody<B> {
         };
         if finished {
             // The response has been sent: give the permit back now, not when hyper drops us.
-            *this.permit = None;
+            this.permit.finish();
         }
         Poll::Ready(frame)
     }

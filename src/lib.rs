@@ -54,13 +54,42 @@
 //! ([`declarations`] lists them). No YAML is read at run time; a deploy resizes the
 //! declared bulkheads with [`install`], [`reload`] or [`Deploy`] (files and `BULKHEAD_…`
 //! environment variables), checked against every declaration.
+//!
+//! # Features
+//!
+//! None is on by default; the attribute, the registry, deploys and both kinds of bulkhead
+//! need none of them.
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `tokio` | A thread-pool `async fn` runs its future on a worker thread; with `tokio`, the worker enters the tokio runtime of the task that awaits the call, so the body can use tokio's timers, I/O and `spawn`. Without it such a body panics with a message that names this feature (semaphore bulkheads run the body on the caller's task, on any executor, and never need it). |
+//! | `tower` | `tower::BulkheadLayer`: a semaphore bulkhead as a tower `Layer`; a full bulkhead is an error value (`tower::ServiceError::Refused`), never a hang. |
+//! | `axum` | (with `tower`) `axum::BulkheadLayer` for routes: the permit is held until the response body's last frame, a refusal is a `503` (`429` when rate limited) with `Retry-After` (`axum::Refusal`). |
+//! | `metrics` | `metrics_bridge`: publishes every bulkhead's snapshot as gauges and counters through the `metrics` crate's recorder. |
+//!
+//! ```toml
+//! bulkhead = { version = "0.1", features = ["tokio", "axum"] }
+//! ```
+//!
+//! # Config reference
+//!
+//! The keys of `bulkheads.yaml`, layering and `BULKHEAD_…` variables:
+//! `docs/config-reference.md` (its Rust examples are compiled and run as doc tests).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
+
+/// The Rust examples of `docs/config-reference.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/config-reference.md")]
+pub struct ConfigReferenceExamples;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -86,6 +115,7 @@ pub use bulkhead_core::{
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use bulkhead_core::metrics_bridge;
 pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, prometheus};
 

@@ -233,6 +233,32 @@ impl<T> FallbackReturn<T> {
     }
 }
 
+/// What an `async fn`'s fallback produced, as the function's output `R`: only `R` itself
+/// is. (A plain `let output: R = produced;` let rustc suggest `fallback = name.expect(..)`
+/// for an `Option<R>`, an edit of the attribute that does not compile.)
+#[diagnostic::on_unimplemented(
+    message = "the fallback produces `{Self}`, but the function returns `{R}`",
+    label = "this fallback must produce `{R}`",
+    note = "a fallback returns what the function returns (for an `async fn`, its output type), so a refused call gets a value of the same type"
+)]
+pub trait FallbackOutput<R> {
+    /// The value, as the function's output.
+    fn into_output(self) -> R;
+}
+
+impl<R> FallbackOutput<R> for R {
+    #[inline]
+    fn into_output(self) -> R {
+        self
+    }
+}
+
+/// `produced`, checked to be the function's output type `R` (see [`FallbackOutput`]).
+#[inline]
+pub fn fallback_output<R, T: FallbackOutput<R>>(produced: T) -> R {
+    produced.into_output()
+}
+
 /// A fallback that returned a future: it is awaited.
 pub trait AwaitFallback {
     /// The future returned.

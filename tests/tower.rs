@@ -236,6 +236,30 @@ async fn dropping_an_unsent_body_returns_the_permit() {
     assert_eq!(reports.available(), 0);
     drop(response); // the client went away mid-body
     assert_eq!(reports.available(), 1);
+    // From the server's side the call was abandoned, not completed.
+    let calls = reports.snapshot().calls;
+    assert_eq!(
+        (calls.permitted, calls.completed, calls.cancelled),
+        (1, 0, 1)
+    );
+}
+
+#[tokio::test]
+async fn a_body_sent_to_its_end_counts_the_call_completed() {
+    let (release, latched) = oneshot::channel();
+    let (app, reports) = streaming_app("sent", latched);
+    let response = app
+        .oneshot(get_request("/report"))
+        .await
+        .expect("infallible");
+    release.send(()).expect("the body is waiting");
+    let body = response.into_body().collect().await.expect("body");
+    assert_eq!(&body.to_bytes()[..], b"report");
+    let calls = reports.snapshot().calls;
+    assert_eq!(
+        (calls.permitted, calls.completed, calls.cancelled),
+        (1, 1, 0)
+    );
 }
 
 #[test]

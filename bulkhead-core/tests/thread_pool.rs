@@ -489,6 +489,28 @@ async fn async_body_can_use_the_callers_tokio_runtime() {
 }
 
 #[test]
+fn an_async_body_using_tokio_without_a_runtime_panics_with_what_to_do() {
+    let pool = ThreadPoolBulkhead::new("no-runtime", &config(1, 1, 0));
+    // Awaited outside any tokio runtime, so none can be entered on the worker.
+    let call = pool.call_async((), |()| async {
+        tokio::time::sleep(ms(1)).await;
+    });
+    let payload = catch_unwind(AssertUnwindSafe(|| futures_executor::block_on(call)))
+        .expect_err("the body panics");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(message.contains("no reactor running"), "{message}");
+    let help = if cfg!(feature = "tokio") {
+        "this call was awaited outside any tokio runtime: await it from a tokio task"
+    } else {
+        "enable the `tokio` feature of the `bulkhead` crate"
+    };
+    assert!(message.contains(help), "{message}");
+}
+
+#[test]
 fn async_call_on_futures_executor() {
     let pool = ThreadPoolBulkhead::new("fx", &config(1, 1, 4));
     let out = futures_executor::block_on(

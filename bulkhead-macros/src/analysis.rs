@@ -35,6 +35,18 @@ struct FnInfo {
     bulkhead: Option<String>,
     /// Its signature, rendered, to tell apart functions of the same name.
     signature: String,
+    /// How many parameters it takes (a receiver included), and whether the last one's type
+    /// is named `BulkheadError`.
+    params: usize,
+    ends_with_error: bool,
+}
+
+/// What the file shows of a function named as a fallback.
+pub(crate) struct FallbackShape {
+    /// Parameters, a receiver included.
+    pub params: usize,
+    /// The last parameter's type is named `BulkheadError`.
+    pub ends_with_error: bool,
 }
 
 /// A scope whose functions can call each other by short paths: a module (or the file) or an
@@ -58,6 +70,26 @@ pub(crate) struct Scope {
     self_ty: Option<String>,
     /// Other functions in the same container annotated with the same bulkhead.
     same_bulkhead: Vec<String>,
+    /// Every function of the same container, by name (`None` when a name is used twice).
+    shapes: HashMap<String, Option<(usize, bool)>>,
+}
+
+impl Scope {
+    /// The shape of the fallback `path` names, when it is a function of the same module
+    /// (`name`) or `impl` block (`Self::name`) and the file shows it unambiguously.
+    pub(crate) fn fallback_shape(&self, path: &syn::Path) -> Option<FallbackShape> {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let name = match (segments.as_slice(), self.in_impl) {
+            ([name], Some(false)) => name,
+            ([me, name], Some(true)) if me == "Self" => name,
+            _ => return None,
+        };
+        let (params, ends_with_error) = (*self.shapes.get(name)?)?;
+        Some(FallbackShape {
+            params,
+            ends_with_error,
+        })
+    }
 }
 
 /// Finds the container of `func` in `file` and the siblings that share `bulkhead`.
@@ -66,6 +98,7 @@ pub(crate) fn scope(file: Option<&Path>, func: &syn::ItemFn, bulkhead: &str) -> 
         in_impl: None,
         self_ty: None,
         same_bulkhead: Vec::new(),
+        shapes: HashMap::new(),
     };
     let Some(containers) = file.and_then(file_summary) else {
         return unknown;
@@ -95,6 +128,16 @@ pub(crate) fn scope(file: Option<&Path>, func: &syn::ItemFn, bulkhead: &str) -> 
             .filter(|f| f.name != name && f.bulkhead.as_deref() == Some(bulkhead))
             .map(|f| f.name.clone())
             .collect(),
+        shapes: {
+            let mut shapes = HashMap::new();
+            for f in &container.fns {
+                shapes
+                    .entry(f.name.clone())
+                    .and_modify(|shape| *shape = None)
+                    .or_insert(Some((f.params, f.ends_with_error)));
+            }
+            shapes
+        },
     }
 }
 
@@ -185,10 +228,23 @@ fn fn_info(attrs: &[syn::Attribute], sig: &syn::Signature) -> FnInfo {
             .ok()
             .map(|l| l.value())
     });
+    let ends_with_error = match sig.inputs.last() {
+        Some(syn::FnArg::Typed(arg)) => match &*arg.ty {
+            syn::Type::Path(p) => p
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "BulkheadError"),
+            _ => false,
+        },
+        _ => false,
+    };
     FnInfo {
         name: sig.ident.to_string(),
         bulkhead,
         signature: sig.to_token_stream().to_string(),
+        params: sig.inputs.len(),
+        ends_with_error,
     }
 }
 

@@ -76,6 +76,8 @@ pub(crate) enum Loaded {
     Invalid {
         location: Location,
         diagnostics: String,
+        /// The use of the attribute the diagnostics are reported at (the first to ask).
+        reported_at: Mutex<Option<String>>,
     },
     /// Something else went wrong (unreadable file, no crate directory, bad `Cargo.toml` key).
     Failed { message: String },
@@ -199,6 +201,7 @@ fn read_and_validate(location: Location) -> Loaded {
         Err(diagnostics) => Loaded::Invalid {
             location,
             diagnostics: diagnostics.to_string(),
+            reported_at: Mutex::new(None),
         },
     }
 }

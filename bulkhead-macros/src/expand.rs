@@ -38,7 +38,13 @@ use crate::ctxt::Ctxt;
 use crate::emit_config;
 
 /// The whole attribute: parse, check, expand; on any error, the original item and the errors.
-pub(crate) fn bulkhead(attr: TokenStream, item: TokenStream, file: Option<&Path>) -> TokenStream {
+/// `site` names this use of the attribute (file, line and column).
+pub(crate) fn bulkhead(
+    attr: TokenStream,
+    item: TokenStream,
+    file: Option<&Path>,
+    site: &str,
+) -> TokenStream {
     let mut cx = Ctxt::default();
     let args = args::parse(&mut cx, attr);
     let func = match syn::parse2::<syn::ItemFn>(item.clone()) {
@@ -54,9 +60,12 @@ pub(crate) fn bulkhead(attr: TokenStream, item: TokenStream, file: Option<&Path>
     let loaded = config::load();
     let mut resolved = None;
     if let Some(name) = &args.name {
-        resolved = resolve(&mut cx, &loaded, name);
+        resolved = resolve(&mut cx, &loaded, name, site);
         let scope = analysis::scope(file, &func, &name.value());
         analysis::check_calls(&mut cx, &func, &name.value(), &scope);
+        if let Some(path) = &args.fallback {
+            check_fallback_arity(&mut cx, &func, path, &scope);
+        }
     }
     if let Some((declared, _)) = &resolved
         && declared.kind() == Kind::ThreadPool
@@ -81,6 +90,7 @@ fn resolve<'a>(
     cx: &mut Ctxt,
     loaded: &'a Loaded,
     name: &syn::LitStr,
+    site: &str,
 ) -> Option<(&'a Declared, &'a Location)> {
     match loaded {
         Loaded::Valid {
@@ -120,11 +130,19 @@ fn resolve<'a>(
         Loaded::Invalid {
             location,
             diagnostics,
+            reported_at,
         } => {
+            // One report for the file, at the first function that uses it (and again there
+            // when that one is expanded again); the others are left as written.
+            let mut first = reported_at.lock().unwrap_or_else(|p| p.into_inner());
+            if first.get_or_insert_with(|| site.to_owned()) != site {
+                return None;
+            }
             cx.error(
                 Span::call_site(),
                 format!(
-                    "the bulkhead config {} is invalid, so `#[bulkhead]` cannot check this function:\n{}",
+                    "the bulkhead config {} is invalid, so `#[bulkhead]` cannot check the \
+                     functions that use it:\n{}",
                     location.path.display(),
                     diagnostics.trim_end()
                 ),
@@ -136,6 +154,54 @@ fn resolve<'a>(
             None
         }
     }
+}
+
+/// A fallback the file shows with the wrong number of parameters is reported here, in the
+/// user's terms, instead of as rustc's closure-arity error about the expansion's helpers.
+fn check_fallback_arity(
+    cx: &mut Ctxt,
+    func: &syn::ItemFn,
+    path: &syn::Path,
+    scope: &analysis::Scope,
+) {
+    let Some(shape) = scope.fallback_shape(path) else {
+        return;
+    };
+    let expected = func.sig.inputs.len() + 1;
+    if shape.params == expected {
+        return;
+    }
+    let arguments: Vec<String> = func
+        .sig
+        .inputs
+        .iter()
+        .map(|arg| match arg {
+            syn::FnArg::Receiver(r) => r.to_token_stream().to_string(),
+            syn::FnArg::Typed(t) => t.ty.to_token_stream().to_string(),
+        })
+        .collect();
+    let shown = path.to_token_stream().to_string().replace(' ', "");
+    let wanted = format!(
+        "a fallback takes the arguments of `{}` ({}) and then the `BulkheadError` that refused the call",
+        func.sig.ident,
+        if arguments.is_empty() {
+            "none".to_owned()
+        } else {
+            format!("`{}`", arguments.join("`, `"))
+        }
+    );
+    let message = if shape.params + 1 == expected && !shape.ends_with_error {
+        format!(
+            "the fallback `{shown}` has no `BulkheadError` parameter: {wanted}\n\
+             help: add a last parameter `error: bulkhead::BulkheadError` (or `_: bulkhead::BulkheadError`)"
+        )
+    } else {
+        format!(
+            "the fallback `{shown}` takes {} parameter(s) but must take {expected}: {wanted}",
+            shape.params
+        )
+    };
+    cx.error(path.span(), message);
 }
 
 fn not_a_function(cx: &mut Ctxt, item: &TokenStream) {
@@ -430,8 +496,9 @@ fn expand(
                         ::bulkhead::__private::fallback::<_, _, _>(#path, (#(#args,)*), #error),
                     ))
                         .__bulkhead_fallback();
-                    let __bulkhead_fallback_output: #fallback_output = __bulkhead_fallback.await;
-                    __bulkhead_fallback_output
+                    ::bulkhead::__private::fallback_output::<#fallback_output, _>(
+                        __bulkhead_fallback.await,
+                    )
                 }
             }
         } else {
@@ -461,13 +528,19 @@ fn expand(
                 #p::Err(#error) => return #refusal,
             };
             #prologue
-            #block
+            // A body of one expression is the user's block as written: its braces are not
+            // ours to lint (`unused_braces`), nor is code after a body that diverges.
+            #[allow(unused_braces)]
+            let #ret #ret_annotation = #block;
+            #[allow(unreachable_code)]
+            #ret
         },
         (false, true) => quote! {
             #declare
             match #slot_ty::enter_async(&#slot).await {
                 #p::Ok(#permit) => #p::run_async(#permit, async move {
                     #prologue
+                    #[allow(unused_braces)]
                     let #ret #ret_annotation = #block;
                     #[allow(unreachable_code)]
                     #ret
@@ -521,6 +594,7 @@ fn expand(
                     .unwrap_or_else(Span::call_site);
                 let future = quote_spanned! {async_token=>
                     ::bulkhead::__private::thread_pool_future(async move {
+                        #[allow(unused_braces)]
                         let #ret #ret_annotation = #renamed;
                         #[allow(unreachable_code)]
                         #ret
@@ -534,6 +608,7 @@ fn expand(
             } else {
                 quote! {
                     #slot_ty::call(&#slot, (#(#values,)*), move |(#(#patterns,)*)| {
+                        #[allow(unused_braces)]
                         let #ret #ret_annotation = #renamed;
                         #[allow(unreachable_code)]
                         #ret

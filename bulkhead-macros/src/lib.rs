@@ -20,6 +20,10 @@ use proc_macro::TokenStream;
 /// `bulkheads.yaml`. See the `bulkhead` crate's documentation of this attribute.
 #[proc_macro_attribute]
 pub fn bulkhead(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let file = proc_macro::Span::call_site().local_file();
-    expand::bulkhead(attr.into(), item.into(), file.as_deref()).into()
+    let here = proc_macro::Span::call_site();
+    let file = here.local_file();
+    // Tells this use of the attribute from the others (a problem of the whole config is
+    // reported at one of them only).
+    let site = format!("{file:?}:{}:{}", here.line(), here.column());
+    expand::bulkhead(attr.into(), item.into(), file.as_deref(), &site).into()
 }

@@ -271,6 +271,7 @@ pub struct OwnedPermit {
     bulkhead: SemaphoreBulkhead,
     held: bool,
     scope: Option<Box<CallScope>>,
+    cancelled: bool,
 }
 
 impl OwnedPermit {
@@ -285,7 +286,15 @@ impl OwnedPermit {
             bulkhead,
             held,
             scope,
+            cancelled: false,
         }
+    }
+
+    /// Gives the permit back and counts the call `cancelled` rather than `completed`: the
+    /// work it admitted was abandoned before its end (a client that went away while its
+    /// response was being sent).
+    pub fn cancel(mut self) {
+        self.cancelled = true;
     }
 
     /// True when this permit was given to a re-entrant call (see [`Permit::is_reentrant`]).
@@ -309,7 +318,12 @@ impl OwnedPermit {
 
 impl Drop for OwnedPermit {
     fn drop(&mut self) {
-        finish(&self.bulkhead.shared, self.held, false, self.scope.take());
+        finish(
+            &self.bulkhead.shared,
+            self.held,
+            self.cancelled,
+            self.scope.take(),
+        );
     }
 }
 

@@ -298,6 +298,37 @@ fn drop_quietly<T>(value: T) {
     let _ = catch_unwind(AssertUnwindSafe(move || drop(value)));
 }
 
+/// What tokio's "no reactor" panic means on a pool's worker, and how to fix it.
+#[cfg(not(feature = "tokio"))]
+pub(crate) const NO_RUNTIME_HELP: &str = "an `async` body of a thread-pool bulkhead runs on \
+    the pool's own worker thread, where no tokio runtime is entered: enable the `tokio` \
+    feature of the `bulkhead` crate (`bulkhead = { features = [\"tokio\"] }`), and the worker \
+    enters the runtime of the task that awaits the call";
+/// What tokio's "no reactor" panic means on a pool's worker, and how to fix it.
+#[cfg(feature = "tokio")]
+pub(crate) const NO_RUNTIME_HELP: &str = "an `async` body of a thread-pool bulkhead runs on \
+    the pool's own worker thread, which enters the tokio runtime of the task that awaits the \
+    call — and this call was awaited outside any tokio runtime: await it from a tokio task";
+
+/// A panic of an async body that used tokio where no tokio runtime is entered ("there is no
+/// reactor running") gets [`NO_RUNTIME_HELP`] added to its message, for the caller it is
+/// resumed on (and is reported as an error event here, since resuming a panic on the
+/// caller prints nothing). Any other panic is passed on as it is.
+pub(crate) fn explain_missing_runtime(payload: Box<dyn Any + Send>) -> Box<dyn Any + Send> {
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied());
+    match message {
+        Some(message) if message.contains("no reactor running") => {
+            let explained = format!("{message}\nhelp: {NO_RUNTIME_HELP}");
+            tracing::error!(target: crate::telemetry::TARGET, "{explained}");
+            Box::new(explained)
+        }
+        _ => payload,
+    }
+}
+
 /// Sends an outcome; if the caller went away, drops it (quietly) here.
 fn send_or_drop<I, Out>(tx: Sender<I, Out>, outcome: Outcome<I, Out>) {
     if let Err(outcome) = tx.send(outcome) {
@@ -371,7 +402,10 @@ where
         };
         let (outcome, ran) = match result {
             Ok(value) => (Outcome::Ran(value), Ran::Completed),
-            Err(payload) => (Outcome::Panicked(payload), Ran::Panicked),
+            Err(payload) => (
+                Outcome::Panicked(explain_missing_runtime(payload)),
+                Ran::Panicked,
+            ),
         };
         *self.ran.lock() = Some((tx, outcome));
         ran

@@ -1,4 +1,5 @@
 //! `async fn` on a semaphore bulkhead, with and without a fallback, free and as a method.
+#![deny(warnings)]
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("recommendations", fallback = no_recommendations)]

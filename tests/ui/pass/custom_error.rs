@@ -1,4 +1,5 @@
 //! `Result<T, E>` with the caller's own error type, `?` and early returns in the body.
+#![deny(warnings)]
 use bulkhead::{BulkheadError, bulkhead};
 
 #[derive(Debug)]

@@ -1,4 +1,5 @@
 //! A free function on a semaphore bulkhead: docs, attributes and visibility are kept.
+#![deny(warnings)]
 use bulkhead::{BulkheadError, bulkhead};
 
 /// Charges an order.

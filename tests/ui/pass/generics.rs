@@ -1,4 +1,5 @@
 //! Generic functions, `impl Trait` arguments, `where` clauses and argument patterns.
+#![deny(warnings)]
 use std::fmt::Display;
 
 use bulkhead::{BulkheadError, bulkhead};

@@ -1,4 +1,5 @@
 //! Methods with `&self`, `&mut self` and `self`, with and without `fallback = Self::…`.
+#![deny(warnings)]
 use bulkhead::{BulkheadError, bulkhead};
 
 struct Cart {

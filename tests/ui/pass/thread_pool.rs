@@ -1,6 +1,7 @@
 //! Thread-pool bulkheads: a sync `&self` method with borrowed arguments runs on a worker
 //! (the caller blocks, so borrows are fine); an `async fn` with owned arguments runs its
 //! future on a worker.
+#![deny(warnings)]
 use std::sync::Arc;
 
 use bulkhead::{BulkheadError, bulkhead};

@@ -1,4 +1,5 @@
-// Compiled against the invalid bulkheads.yaml in this directory.
+// Compiled against the invalid bulkheads.yaml in this directory: its problems are
+// reported once, not once per function that uses it.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("payment")]
@@ -6,6 +7,16 @@ fn charge(order: u64) -> Result<u64, BulkheadError> {
     Ok(order)
 }
 
+#[bulkhead("payment")]
+fn refund(order: u64) -> Result<u64, BulkheadError> {
+    Ok(order)
+}
+
+#[bulkhead("reports")]
+fn report(day: u32) -> Result<u32, BulkheadError> {
+    Ok(day)
+}
+
 fn main() {
-    let _ = charge(1);
+    let _ = (charge(1), refund(2), report(3));
 }
