@@ -61,7 +61,7 @@ enum Command {
         #[arg(long, value_name = "DECLARED")]
         against: Option<String>,
     },
-    /// Suggest a thread-pool entry sized from QPS and latency (seed 002's rule).
+    /// Suggest a thread-pool entry sized from QPS and latency: core = QPS × latency × 1.5, max = 2 × core.
     Suggest {
         /// Expected calls per second.
         #[arg(long)]

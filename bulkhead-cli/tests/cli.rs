@@ -129,10 +129,7 @@ fn schema_prints_the_checked_in_schema() {
 
 #[test]
 fn explain_prints_each_pool_with_its_worst_case_queue_wait() {
-    let out = stdout(&bulkhead(&[
-        "explain",
-        &corpus("valid/seed-002-classes.yaml"),
-    ]));
+    let out = stdout(&bulkhead(&["explain", &corpus("valid/three-classes.yaml")]));
     let order = out
         .lines()
         .find(|l| l.starts_with("order "))
@@ -147,7 +144,7 @@ fn explain_prints_each_pool_with_its_worst_case_queue_wait() {
 #[test]
 fn explain_applies_the_environment() {
     let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
-        .args(["explain", &corpus("valid/seed-002-classes.yaml")])
+        .args(["explain", &corpus("valid/three-classes.yaml")])
         .env("BULKHEAD_ORDER__MAX_THREADS", "100")
         .output()
         .unwrap();
@@ -181,7 +178,7 @@ fn suggest_prints_an_entry_that_checks_clean_and_fits_the_timeout() {
     else {
         panic!("a thread pool")
     };
-    // seed 002: 200 QPS × 80ms × 1.5 = 24 core threads, 48 max; 2s of burst = 400, capped to 300.
+    // 200 QPS × 80ms × 1.5 = 24 core threads, 48 max; 2s of burst = 400, capped to 300.
     assert_eq!(
         (pool.core_threads, pool.max_threads, pool.queue_capacity),
         (24, 48, 300)

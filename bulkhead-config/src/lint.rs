@@ -1,25 +1,25 @@
 //! Lints: sizes that work but will hurt under load. Always warnings, never errors.
 //!
-//! Each lint carries a lesson of the incidents in `shared/seeds/`:
+//! Each lint carries a lesson of a real incident:
 //!
-//! - seed 001: queue size is a latency decision — queue / throughput (throughput =
+//! - queue size is a latency decision — queue / throughput (throughput =
 //!   `max_threads` / latency) is the worst-case wait, and waiting longer than the client's
 //!   timeout is pure waste ([`worst_case_queue_wait`]);
-//! - seed 000: `caller-runs` makes the submitting thread a worker; when that thread is
+//! - `caller-runs` makes the submitting thread a worker; when that thread is
 //!   itself needed by the pool, it deadlocks;
-//! - seed 002: isolated pools add up (1 200 threads over all pools);
-//! - seed 003: a rate-limit period below a millisecond is Resilience4j's `500` = 500 ns trap.
+//! - isolated pools add up (1 200 threads over all pools);
+//! - a rate-limit period below a millisecond is Resilience4j's `500` = 500 ns trap.
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
 use crate::{Config, Limits, OnFull, ThreadPoolConfig};
 
-/// Above this many threads over all pools, `lint` warns (seed 002 ran 1 200 on 8 cores).
+/// Above this many threads over all pools, `lint` warns (1 200 threads on 8 cores took a service down).
 pub const TOTAL_THREADS_WARNING: u64 = 1_000;
 /// A queue this long without `max_queue_wait` or `expected` gets a warning.
 pub const LONG_QUEUE_WARNING: u32 = 10_000;
 
 /// The longest a task at the back of a full queue waits for a thread:
-/// `queue_capacity × latency / max_threads` (seed 001). `None` without threads.
+/// `queue_capacity × latency / max_threads`. `None` without threads.
 ///
 /// ```
 /// use bulkhead_config::{Duration, ThreadPoolConfig, worst_case_queue_wait};
@@ -109,7 +109,7 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
                         &["on_full"],
                         "`caller-runs` runs the task on the submitting thread when the pool \
                           is full: if that thread is a worker of this pool, or the task waits for \
-                          work queued on this pool, it deadlocks (seed 000); use `abort` or \
+                          work queued on this pool, it deadlocks; use `abort` or \
                           `{ wait: … }` with a fallback unless callers are plain request threads"
                             .to_owned(),
                     );
@@ -132,7 +132,7 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
                         &["queue_capacity"],
                         format!(
                             "a queue of {} with no `max_queue_wait`: queue / throughput is the \
-                         worst-case wait (seed 001); add `max_queue_wait`, or `expected: {{ \
+                         worst-case wait; add `max_queue_wait`, or `expected: {{ \
                          latency, client_timeout }}` so the wait can be checked",
                             pool.queue_capacity
                         ),
@@ -175,8 +175,8 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
                     name,
                     &["rate_limit", "refresh_period"],
                     format!(
-                        "is {}, under a millisecond: Resilience4j's `500` meant 500 nanoseconds \
-                     (seed 003); did you mean {}ms?",
+                        "is {}, under a millisecond: Resilience4j's `500` meant 500 nanoseconds; \
+                     did you mean {}ms?",
                         rate.refresh_period,
                         rate.refresh_period.as_std().as_nanos()
                     ),

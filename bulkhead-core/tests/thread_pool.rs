@@ -122,11 +122,11 @@ fn codel_config() -> ThreadPoolConfig {
     }
 }
 
-// ---------------------------------------------------------------- seed 000
+// ---------------------------------------------------------------- one thread, a queue of 15
 
 #[test]
 fn one_thread_pool_with_queue_15_accepts_16_blocked_calls() {
-    let pool = ThreadPoolBulkhead::new("seed000", &config(1, 1, 15));
+    let pool = ThreadPoolBulkhead::new("one-thread", &config(1, 1, 15));
     let gate = Gate::default();
     let calls = blocked_calls(&pool, &gate, 0..16);
     wait_for_admitted(&pool, 16);

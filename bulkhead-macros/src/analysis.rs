@@ -2,7 +2,7 @@
 //! another function in the same `impl` block or module annotated with the same bulkhead.
 //!
 //! Such a call would ask for a second place (permit or worker thread) in a bulkhead while
-//! holding one — seed 001's nested-pool deadlock. The runtime survives it (re-entry runs
+//! holding one — the nested-pool deadlock. The runtime survives it (re-entry runs
 //! inline), but when the compiler can see it we reject it, because it is almost always a
 //! mistake and the fix is simple: put the shared work in a plain function.
 //!

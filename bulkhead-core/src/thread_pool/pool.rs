@@ -141,7 +141,7 @@ pub(crate) fn refusal_load(st: &State) -> Load {
 /// How long an idle worker stays awake for the next task before it parks. A caller that
 /// submits again within it (the common case for a busy pool) hands its task over without a
 /// futex wake-up on either side; a worker woken from its park takes far longer on a quiet
-/// machine (bench, issue 8: a sync round trip was 3.6–5.9 µs with a few µs of spinning,
+/// machine (in the bench, a sync round trip was 3.6–5.9 µs with a few µs of spinning,
 /// 1.0 µs with this). Measured with the machine's clock, not the pool's: it decides no
 /// outcome, only when to sleep.
 const IDLE_SPIN: Duration = Duration::from_micros(20);
