@@ -203,12 +203,32 @@ fn check_hostile(file: &Path) -> String {
     stdout(&out)
 }
 
-fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bulkhead-cli-{}", std::process::id()));
+/// A file in the temporary directory, removed (with its directory, once empty) on drop.
+struct TempFile(PathBuf);
+
+impl std::ops::Deref for TempFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+fn temp_file(name: &str, text: &str) -> TempFile {
+    // A directory per file: tests run in parallel, and each removes its own.
+    let dir = std::env::temp_dir().join(format!("bulkhead-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
-    path
+    TempFile(path)
 }
 
 #[test]
