@@ -428,30 +428,9 @@ fn pool_worker_dropping_a_discarded_result_that_panics_keeps_serving() {
     });
 }
 
-#[test]
-fn pool_whose_worker_thread_cannot_start_refuses_instead_of_hanging() {
-    no_hang("a pool that cannot start threads", || {
-        let pool = ThreadPoolBulkhead::new(
-            "no-threads",
-            &ThreadPoolConfig {
-                // A thread name cannot hold a NUL: spawning fails (config validation refuses
-                // this prefix; the core API must not hang on it either).
-                thread_name_prefix: Some("bad\0prefix-".into()),
-                ..pool_config(1, 1, 4)
-            },
-        );
-        let result = catch_unwind(AssertUnwindSafe(|| pool.call(3, |n| n + 1)));
-        match result {
-            Ok(Ok(_)) => panic!("ran without a worker"),
-            Ok(Err(refused)) => assert_eq!(refused.input, 3),
-            Err(_) => {} // refusing by panicking is acceptable; hanging is not
-        }
-        let s = pool.snapshot();
-        assert_eq!((s.active, s.queued), (0, 0), "{s:?}");
-        assert_eq!(s.pool_size, Some(0), "no phantom thread is counted: {s:?}");
-        assert_reconciled(&s);
-    });
-}
+// A pool whose worker thread cannot start refuses instead of hanging: the OS refusing a
+// thread is stood in for by a hook, in `thread_pool::pool_tests` (a NUL in the thread name,
+// which this test used, no longer stops a thread from starting).
 
 /// Blocks in `Drop` until `release` opens, after signalling `entered`: holds a worker inside
 /// the failing of a stale task (which drops the task's body) for as long as the test needs.

@@ -22,8 +22,8 @@ use bulkhead_config_types::{
 use bulkhead_core::context::{ContextPropagator, register_propagator};
 use bulkhead_core::events::{self, CallOutcome, Event, EventKind};
 use bulkhead_core::{
-    BulkheadError, HistogramSnapshot, Registry, SaturationLevel, SemaphoreBulkhead,
-    ThreadPoolBulkhead, prometheus,
+    Bulkhead, BulkheadError, HistogramSnapshot, Registry, SaturationLevel, SemaphoreBulkhead,
+    SystemClock, ThreadPoolBulkhead, prometheus,
 };
 use tracing::Instrument;
 use tracing::field::{Field, Visit};
@@ -585,15 +585,16 @@ fn saturation_follows_the_configured_thresholds_and_reloads() {
 #[test]
 fn pool_queue_saturation_uses_the_queue_thresholds() {
     // Active readings switched off (a fraction above 1 is never reached) to isolate the
-    // queue reading; the defaults for the queue are 70 % and 90 %.
-    let thresholds = SaturationThresholds {
+    // queue reading; the defaults for the queue are 70 % and 90 %. A config file or the
+    // registry refuses such thresholds; the pool is built directly, which takes them.
+    let mut config = BulkheadConfig::thread_pool(pool_config(1, 1, 10));
+    config.saturation = SaturationThresholds {
         active_warning: 2.0,
         active_critical: 2.0,
         ..SaturationThresholds::default()
     };
-    let config = BulkheadConfig::thread_pool(pool_config(1, 1, 10));
-    let registry = registry_with("obs-sat-pool", config, thresholds);
-    let pool = registry.thread_pool("obs-sat-pool").unwrap();
+    let built = Bulkhead::from_config("obs-sat-pool", &config, Arc::new(SystemClock));
+    let pool = built.as_thread_pool().unwrap().clone();
     let gate = Gate::default();
     thread::scope(|s| {
         let mut calls = vec![s.spawn(|| pool.call((), |()| gate.wait()))];
@@ -602,7 +603,7 @@ fn pool_queue_saturation_uses_the_queue_thresholds() {
         for queued in 1..=9 {
             calls.push(s.spawn(|| pool.call((), |()| ())));
             wait_until(|| pool.snapshot().queued == queued);
-            levels.push(saturation_of(&registry, "obs-sat-pool"));
+            levels.push(pool.snapshot().saturation);
         }
         use SaturationLevel::{Critical, Ok, Warning};
         assert_eq!(levels, [Ok, Ok, Ok, Ok, Ok, Ok, Warning, Warning, Critical]);

@@ -30,7 +30,8 @@ pub(super) fn spawn_fails() -> bool {
 }
 
 /// A worker that cannot start (the OS refuses a thread) fails the call it was spawned
-/// for with `Full` and gives the input back; the call counts as permitted and cancelled.
+/// for with `Full` and gives the input back, never hangs; the call counts as permitted and
+/// cancelled, and no phantom thread is counted.
 #[test]
 fn a_worker_that_cannot_start_refuses_the_call_with_its_input() {
     let config = ThreadPoolConfig {
