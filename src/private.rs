@@ -24,7 +24,7 @@ pub use bulkhead_core::declaration::Declaration;
 pub use bulkhead_core::{AnnotatedFunction, BulkheadError, DeclarationSite, Refused};
 
 use bulkhead_core::{
-    AsyncPermit, Bulkhead, CallAsync, Permit, SemaphoreBulkhead, ThreadPoolBulkhead,
+    AsyncPermit, Bulkhead, CallAsync, Permit, SemaphoreBulkhead, ThreadPoolBulkhead, Timed,
 };
 
 /// The cached handle of a bulkhead, one `static` per annotated function.
@@ -115,6 +115,19 @@ impl SemaphoreSlot {
     }
 }
 
+impl SemaphoreSlot {
+    /// Awaits an async body while holding `permit`, under the bulkhead's call timeout
+    /// (`Err(CallTimeout)` once it passes; the body is dropped and the permit returned).
+    #[inline]
+    pub fn run_timed<F: Future>(
+        &'static self,
+        permit: AsyncPermit<'static>,
+        body: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
+        self.get().run_admitted(permit, body)
+    }
+}
+
 /// Awaits an async body while holding `permit`, with the bulkhead marked entered during
 /// each poll (so a nested call to the same bulkhead runs inline).
 #[inline]
@@ -150,6 +163,22 @@ impl ThreadPoolSlot {
         Fut::Output: Send + 'static,
     {
         self.get().call_async(input, body)
+    }
+
+    /// [`call_async`](Self::call_async) under the bulkhead's call timeout.
+    #[inline]
+    pub fn call_async_timed<I, F, Fut>(
+        &'static self,
+        input: I,
+        body: F,
+    ) -> impl Future<Output = Timed<Fut::Output, I>>
+    where
+        I: Send + 'static,
+        F: FnOnce(I) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.get().call_async_timed(input, body)
     }
 }
 

@@ -57,6 +57,12 @@ pub struct BulkheadConfig {
     /// An optional rate limit checked before admission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimitConfig>,
+    /// How long an admitted call may run before its caller gets `CallTimeout`. An async
+    /// body is dropped at the deadline and its permit or worker freed at once; a sync
+    /// thread-pool body cannot be interrupted, so its caller stops waiting and the worker's
+    /// result is discarded (counted). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
     /// When the snapshot reports `warning` and `critical` saturation.
     #[serde(default)]
     pub saturation: SaturationThresholds,
@@ -71,6 +77,7 @@ impl BulkheadConfig {
         BulkheadConfig {
             limits: Limits::Semaphore(config),
             rate_limit: None,
+            timeout: None,
             saturation: SaturationThresholds::default(),
             expected: None,
         }
@@ -81,6 +88,7 @@ impl BulkheadConfig {
         BulkheadConfig {
             limits: Limits::ThreadPool(config),
             rate_limit: None,
+            timeout: None,
             saturation: SaturationThresholds::default(),
             expected: None,
         }

@@ -240,6 +240,13 @@ impl BulkheadConfig {
                 }
             }
         }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            rule(
+                &["timeout"],
+                "is 0: every call would time out at once; give the longest a call may run, such as `2s`, or remove the key"
+                    .into(),
+            );
+        }
         if let Some(rate) = self.rate_limit {
             if rate.limit_for_period == 0 {
                 rule(

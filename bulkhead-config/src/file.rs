@@ -101,6 +101,11 @@ pub struct BulkheadSpec {
     /// Any kind: a rate limit checked before admission, `{ limit_for_period, refresh_period, timeout }`. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimitConfig>,
+    /// Any kind: how long an admitted call may run before its caller gets `CallTimeout`. An
+    /// async body is dropped at the deadline and its permit or worker freed at once; a sync
+    /// thread-pool body runs on and its result is discarded. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
     /// Any kind: fractions of capacity at which the snapshot reports `warning` and `critical`
     /// (80%/95% active, 70%/90% queued). Information, never a failed health check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,6 +214,7 @@ impl BulkheadSpec {
             queue_order,
             codel,
             rate_limit,
+            timeout,
             saturation,
             expected
         )
@@ -252,6 +258,7 @@ impl BulkheadSpec {
         crate::BulkheadConfig {
             limits,
             rate_limit: self.rate_limit,
+            timeout: self.timeout,
             saturation: self.saturation.unwrap_or_default(),
             expected: self.expected,
         }
@@ -264,6 +271,7 @@ impl From<&crate::BulkheadConfig> for BulkheadSpec {
         let mut spec = BulkheadSpec {
             kind: Some(config.kind()),
             rate_limit: config.rate_limit,
+            timeout: config.timeout,
             saturation: Some(config.saturation),
             expected: config.expected,
             ..BulkheadSpec::default()

@@ -155,13 +155,15 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
     (
         prop_oneof![semaphore(), thread_pool()],
         rate_limit,
+        proptest::option::of(duration()),
         saturation(),
         expected,
     )
         .prop_map(
-            |(limits, rate_limit, saturation, expected)| BulkheadConfig {
+            |(limits, rate_limit, timeout, saturation, expected)| BulkheadConfig {
                 limits,
                 rate_limit,
+                timeout,
                 saturation,
                 expected,
             },

@@ -109,7 +109,8 @@ impl fmt::Debug for BulkheadName {
     }
 }
 
-/// Why a bulkhead refused a call. The call's body did not run.
+/// Why a bulkhead refused a call (its body did not run), or stopped waiting for one
+/// ([`BulkheadError::CallTimeout`]: the body ran past the bulkhead's `timeout`).
 ///
 /// ```
 /// use bulkhead_core::{BulkheadError, BulkheadName};
@@ -162,6 +163,19 @@ pub enum BulkheadError {
         /// The bulkhead that refused.
         name: BulkheadName,
     },
+    /// The call was admitted but ran longer than the bulkhead's `timeout`, so its caller
+    /// stopped waiting. Unlike the other variants the body did start: an async body was
+    /// dropped at the deadline (its permit or worker freed at once); a synchronous
+    /// thread-pool body runs on to its end on the worker and its result is discarded.
+    #[error(
+        "bulkhead `{name}` stopped waiting for a call after {after:?}: it ran past its timeout"
+    )]
+    CallTimeout {
+        /// The bulkhead whose timeout passed.
+        name: BulkheadName,
+        /// The configured timeout.
+        after: Duration,
+    },
 }
 
 impl BulkheadError {
@@ -172,7 +186,8 @@ impl BulkheadError {
             | BulkheadError::Timeout { name, .. }
             | BulkheadError::QueueTimeout { name, .. }
             | BulkheadError::RateLimited { name, .. }
-            | BulkheadError::ShutDown { name } => name,
+            | BulkheadError::ShutDown { name }
+            | BulkheadError::CallTimeout { name, .. } => name,
         }
     }
 
@@ -185,7 +200,7 @@ impl BulkheadError {
     }
 
     /// A short, stable label for metrics and logs: `full`, `timeout`, `queue_timeout`,
-    /// `rate_limited` or `shut_down`.
+    /// `rate_limited`, `shut_down` or `call_timeout`.
     pub fn reason(&self) -> &'static str {
         match self {
             BulkheadError::Full { .. } => "full",
@@ -193,6 +208,7 @@ impl BulkheadError {
             BulkheadError::QueueTimeout { .. } => "queue_timeout",
             BulkheadError::RateLimited { .. } => "rate_limited",
             BulkheadError::ShutDown { .. } => "shut_down",
+            BulkheadError::CallTimeout { .. } => "call_timeout",
         }
     }
 }

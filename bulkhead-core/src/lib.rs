@@ -11,6 +11,7 @@
 //! permitted / refused / finished events to listeners.
 #![deny(missing_docs)]
 
+mod call_timeout;
 mod clock;
 pub mod context;
 pub mod declaration;
@@ -44,4 +45,4 @@ pub use semaphore::{
 };
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};
 pub use telemetry::{BUCKETS, HistogramSnapshot, SaturationLevel};
-pub use thread_pool::{CallAsync, ShutdownReport, ThreadPoolBulkhead};
+pub use thread_pool::{CallAsync, ShutdownReport, ThreadPoolBulkhead, Timed};

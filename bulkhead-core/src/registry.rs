@@ -62,11 +62,13 @@ impl Bulkhead {
         let bulkhead = match &config.limits {
             Limits::Semaphore(limits) => Bulkhead::Semaphore(
                 SemaphoreBulkhead::with_clock(name, limits, clock)
-                    .with_rate_limit(config.rate_limit.as_ref()),
+                    .with_rate_limit(config.rate_limit.as_ref())
+                    .with_call_timeout(config.timeout.map(|t| t.as_std())),
             ),
             Limits::ThreadPool(limits) => Bulkhead::ThreadPool(
                 ThreadPoolBulkhead::with_clock(name, limits, clock)
-                    .with_rate_limit(config.rate_limit.as_ref()),
+                    .with_rate_limit(config.rate_limit.as_ref())
+                    .with_call_timeout(config.timeout.map(|t| t.as_std())),
             ),
         };
         bulkhead.telemetry().set_saturation(config.saturation);
@@ -164,14 +166,17 @@ impl Resize<'_> {
             .telemetry()
             .set_saturation(self.config.saturation);
         let rate_limit = self.config.rate_limit.as_ref();
+        let call_timeout = self.config.timeout.map(|t| t.as_std());
         match self.limits {
             KindLimits::Semaphore(b, limits) => {
                 b.resize(limits);
                 b.set_rate_limit(rate_limit);
+                b.set_call_timeout(call_timeout);
             }
             KindLimits::ThreadPool(b, limits) => {
                 b.resize(limits);
                 b.set_rate_limit(rate_limit);
+                b.set_call_timeout(call_timeout);
             }
         }
     }

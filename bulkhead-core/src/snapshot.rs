@@ -71,6 +71,14 @@ pub struct CallCounts {
     pub cancelled: u64,
     /// Calls that entered a bulkhead they were already inside and ran inline.
     pub reentrant: u64,
+    /// Admitted calls whose caller got [`CallTimeout`](crate::BulkheadError::CallTimeout):
+    /// an async body dropped at the deadline (also counted `cancelled`), or a synchronous
+    /// thread-pool call the caller stopped waiting for (also counted in `discarded` once
+    /// the worker finishes it).
+    pub timed_out: u64,
+    /// Synchronous thread-pool calls that finished on their worker after their caller had
+    /// stopped waiting at the call timeout: the result was thrown away.
+    pub discarded: u64,
     /// Refused calls, by reason.
     pub refused: RefusalCounts,
 }

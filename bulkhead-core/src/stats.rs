@@ -21,17 +21,23 @@ pub(crate) struct Counters {
     pub cancelled: AtomicU64,
     /// Calls that entered a bulkhead they were already inside and ran inline.
     pub reentrant: AtomicU64,
-    /// Refusals, indexed by [`refusal_index`].
+    /// Refusals, indexed by [`refusal_index`] (the last one counts call timeouts).
     pub refused: [AtomicU64; REFUSAL_REASONS.len()],
+    /// Synchronous thread-pool calls whose caller stopped waiting at the call timeout: the
+    /// worker finished them and their result was thrown away.
+    pub discarded: AtomicU64,
 }
 
 /// The refusal reasons, in the order of [`Counters::refused`]; equal to [`BulkheadError::reason`].
-pub(crate) const REFUSAL_REASONS: [&str; 5] = [
+/// The last, `call_timeout`, is not a refusal (the body ran) and is reported as
+/// [`CallCounts::timed_out`].
+pub(crate) const REFUSAL_REASONS: [&str; 6] = [
     "full",
     "timeout",
     "queue_timeout",
     "rate_limited",
     "shut_down",
+    "call_timeout",
 ];
 
 /// The index of `full` in [`REFUSAL_REASONS`] and [`Counters::refused`].
@@ -46,6 +52,7 @@ pub(crate) fn refusal_index(err: &BulkheadError) -> usize {
         BulkheadError::QueueTimeout { .. } => 2,
         BulkheadError::RateLimited { .. } => 3,
         BulkheadError::ShutDown { .. } => SHUT_DOWN,
+        BulkheadError::CallTimeout { .. } => 5,
     }
 }
 
@@ -66,6 +73,8 @@ impl Counters {
             panicked: self.panicked.load(Relaxed),
             cancelled: self.cancelled.load(Relaxed),
             reentrant: self.reentrant.load(Relaxed),
+            timed_out: refused(5),
+            discarded: self.discarded.load(Relaxed),
             refused: RefusalCounts {
                 full: refused(0),
                 timeout: refused(1),
@@ -101,6 +110,10 @@ mod tests {
                 retry_after: d,
             },
             BulkheadError::ShutDown { name: name.clone() },
+            BulkheadError::CallTimeout {
+                name: name.clone(),
+                after: d,
+            },
         ] {
             assert_eq!(REFUSAL_REASONS[refusal_index(&err)], err.reason());
         }

@@ -18,17 +18,20 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
     let BulkheadConfig {
         limits,
         rate_limit,
+        timeout,
         saturation,
         expected,
     } = config;
     let limits = self::limits(limits);
     let rate_limit = option(rate_limit.as_ref(), self::rate_limit);
+    let timeout = option(timeout.as_ref(), |d| duration(*d));
     let saturation = self::saturation(saturation);
     let expected = option(expected.as_ref(), self::expected);
     quote! {
         #c::BulkheadConfig {
             limits: #limits,
             rate_limit: #rate_limit,
+            timeout: #timeout,
             saturation: #saturation,
             expected: #expected,
         }

@@ -535,6 +535,25 @@ fn expand(
             #[allow(unreachable_code)]
             #ret
         },
+        // Without a fallback, the body runs under the bulkhead's call timeout, reported
+        // through the return type like a refusal. A fallback answers calls that never ran
+        // with their arguments, which a timed-out body has already consumed: such a
+        // function's body is not timed.
+        (false, true) if fallback.is_none() => quote! {
+            #declare
+            match #slot_ty::enter_async(&#slot).await {
+                #p::Ok(#permit) => match #slot_ty::run_timed(&#slot, #permit, async move {
+                    #prologue
+                    let #ret #ret_annotation = #block;
+                    #[allow(unreachable_code)]
+                    #ret
+                }).await {
+                    #p::Ok(#output) => #output,
+                    #p::Err(#error) => #refusal,
+                },
+                #p::Err(#error) => #refusal,
+            }
+        },
         (false, true) => quote! {
             #declare
             match #slot_ty::enter_async(&#slot).await {
@@ -602,8 +621,14 @@ fn expand(
                 };
                 // The whole call is spanned at `async`: a future that is not `Send + 'static`
                 // is reported at the function's `async` keyword.
-                quote_spanned! {async_token=>
-                    ::bulkhead::__private::ThreadPoolSlot::call_async(&#slot, (#(#values,)*), move |(#(#patterns,)*)| #future).await
+                if fallback.is_none() {
+                    quote_spanned! {async_token=>
+                        ::bulkhead::__private::ThreadPoolSlot::call_async_timed(&#slot, (#(#values,)*), move |(#(#patterns,)*)| #future).await
+                    }
+                } else {
+                    quote_spanned! {async_token=>
+                        ::bulkhead::__private::ThreadPoolSlot::call_async(&#slot, (#(#values,)*), move |(#(#patterns,)*)| #future).await
+                    }
                 }
             } else {
                 quote! {
@@ -615,10 +640,23 @@ fn expand(
                     })
                 }
             };
+            // A timed call (an `async fn` without a fallback) may also time out once
+            // admitted: `Ok(Err(error))`, reported through the return type.
+            let timed_out = if is_async && fallback.is_none() {
+                quote!(#p::Ok(#p::Err(#error)) => #refusal,)
+            } else {
+                quote!()
+            };
+            let ok = if is_async && fallback.is_none() {
+                quote!(#p::Ok(#p::Ok(#output)))
+            } else {
+                quote!(#p::Ok(#output))
+            };
             quote! {
                 #declare
                 match #call {
-                    #p::Ok(#output) => #output,
+                    #ok => #output,
+                    #timed_out
                     #p::Err(#refused) => { #on_refused }
                 }
             }

@@ -76,6 +76,7 @@ use std::time::{Duration, Instant};
 use bulkhead_config_types::{Kind, RateLimitConfig, SemaphoreConfig};
 use crossbeam_utils::CachePadded;
 
+use crate::call_timeout::{CallTimeout, Deadline, Elapsed};
 use crate::clock::{Clock, duration_nanos, system_clock};
 use crate::rate_limit::RateLimiter;
 use crate::reentry::{self, BulkheadId};
@@ -155,6 +156,8 @@ struct Shared {
     rate: RateLimiter,
     /// Spans, refusal warnings, wait-time histogram, events.
     telemetry: Telemetry,
+    /// How long an admitted async call may run (`timeout` in the config).
+    call_timeout: CallTimeout,
 }
 
 #[derive(Default)]
@@ -274,6 +277,7 @@ impl SemaphoreBulkhead {
                 telemetry,
                 clock,
                 counters: Counters::default(),
+                call_timeout: CallTimeout::default(),
             }),
         }
     }
@@ -399,9 +403,77 @@ impl SemaphoreBulkhead {
     /// so a nested call to the same bulkhead runs inline. Dropping the returned future at
     /// any point releases what it held; an admitted call dropped before `body` finished is
     /// counted `cancelled`.
+    ///
+    /// With a call timeout set ([`with_call_timeout`](Self::with_call_timeout), `timeout`
+    /// in the config), a body still running at the deadline (measured on the bulkhead's
+    /// clock from when the permit was taken) is dropped, its permit returned at once, and
+    /// the call fails with [`BulkheadError::CallTimeout`] (counted `timed_out` and
+    /// `cancelled`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use bulkhead_config_types::SemaphoreConfig;
+    /// use bulkhead_core::{BulkheadError, ManualClock, SemaphoreBulkhead};
+    ///
+    /// let clock = ManualClock::new();
+    /// let search = SemaphoreBulkhead::with_clock("search", &SemaphoreConfig::default(), Arc::new(clock.clone()))
+    ///     .with_call_timeout(Some(Duration::from_secs(2)));
+    /// let mut call = Box::pin(search.call_async(std::future::pending::<()>()));
+    /// let waker = std::task::Waker::noop();
+    /// assert!(call.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending());
+    /// clock.advance(Duration::from_secs(2));
+    /// let out = call.as_mut().poll(&mut std::task::Context::from_waker(&waker));
+    /// assert!(matches!(out, std::task::Poll::Ready(Err(BulkheadError::CallTimeout { .. }))));
+    /// assert_eq!(search.available(), 25);
+    /// ```
     pub async fn call_async<F: Future>(&self, body: F) -> Result<F::Output, BulkheadError> {
         let permit = self.acquire_async().await?;
-        Ok(permit.run_async(body).await)
+        self.run_admitted(permit, body).await
+    }
+
+    /// Awaits `body` while holding `permit` (taken from this bulkhead), under the
+    /// bulkhead's call timeout: what [`call_async`](Self::call_async) does once admitted.
+    pub async fn run_admitted<F: Future>(
+        &self,
+        permit: AsyncPermit<'_>,
+        body: F,
+    ) -> Result<F::Output, BulkheadError> {
+        let shared = &*self.shared;
+        let Some((deadline, after)) = shared.call_timeout.deadline(&*shared.clock) else {
+            return Ok(permit.run_async(body).await);
+        };
+        match Deadline::new(permit.run_async(body), &*shared.clock, Some(deadline)).await {
+            Ok(output) => Ok(output),
+            Err(Elapsed) => {
+                let error = BulkheadError::CallTimeout {
+                    name: shared.name.clone(),
+                    after,
+                };
+                shared.report_refusal(&error);
+                shared.counters.refuse(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// Sets (or, with `None`, removes) how long an admitted async call may run; for
+    /// building: `SemaphoreBulkhead::new(..).with_call_timeout(config.timeout.map(..))`.
+    /// A synchronous body runs on the caller's thread and cannot be stopped, so it is not
+    /// timed.
+    pub fn with_call_timeout(self, timeout: Option<Duration>) -> Self {
+        self.set_call_timeout(timeout);
+        self
+    }
+
+    /// Changes the call timeout live, for calls admitted after this.
+    pub fn set_call_timeout(&self, timeout: Option<Duration>) {
+        self.shared.call_timeout.set(timeout);
+    }
+
+    /// The call timeout, if one is set.
+    pub fn call_timeout(&self) -> Option<Duration> {
+        self.shared.call_timeout.get()
     }
 
     /// Adds (or, with `None`, removes) a rate limit checked before each admission; for

@@ -9,6 +9,7 @@ mod job;
 mod pool;
 mod queue;
 mod room;
+mod timed;
 
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
@@ -18,6 +19,7 @@ use bulkhead_config_types::{Kind, RateLimitConfig, ThreadPoolConfig};
 
 pub use call_async::CallAsync;
 use pool::{Admit, Inner};
+pub use timed::Timed;
 
 use crate::clock::{Clock, system_clock};
 use crate::rate_limit::RateLimiter;

@@ -54,6 +54,8 @@ pub(crate) struct Inner {
     pub rate: RateLimiter,
     /// Spans, refusal warnings, wait- and queue-time histograms, events.
     pub telemetry: Telemetry,
+    /// How long a timed call may run (`timeout` in the config).
+    pub call_timeout: crate::call_timeout::CallTimeout,
     state: Mutex<State>,
     thread_name_prefix: String,
     /// Bumped (under `state`) each time `enqueue` claims an idle worker: a hint that lets
@@ -192,6 +194,7 @@ impl Inner {
             caller_runs: AtomicU64::new(0),
             room: RoomWaiters::default(),
             rate,
+            call_timeout: Default::default(),
             state: Mutex::new(State {
                 core,
                 max,

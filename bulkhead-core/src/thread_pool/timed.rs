@@ -1,0 +1,191 @@
+//! Thread-pool calls under the bulkhead's call timeout (`timeout` in the config).
+//!
+//! The deadline is measured on the pool's clock from when a worker starts the body (time
+//! in the queue has its own limit, `max_queue_wait`).
+//!
+//! * async body: the future is raced against the deadline on the worker; at the deadline
+//!   it is dropped and the worker is free at once.
+//! * sync body: it cannot be interrupted. The caller stops waiting at the deadline and gets
+//!   [`BulkheadError::CallTimeout`]; the worker runs the body to its end and the result is
+//!   thrown away, counted `discarded`. So the body and its input must be `'static`: nothing
+//!   the caller lends may outlive its wait.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering::AcqRel, Ordering::Relaxed};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures_channel::oneshot;
+
+use super::ThreadPoolBulkhead;
+use crate::call_timeout::{Deadline, Elapsed};
+use crate::clock::{Clock, Sleep};
+use crate::{BulkheadError, Refused};
+
+/// What a timed call returns: the body's output, or a [`BulkheadError::CallTimeout`]
+/// (`Ok(Err(..))`: the call was admitted, so its input is gone), or a refusal that hands
+/// the input back (`Err(Refused)`: the body never ran).
+pub type Timed<R, I> = Result<Result<R, BulkheadError>, Refused<I>>;
+
+const RUNNING: u8 = 0;
+const FINISHED: u8 = 1;
+const CALLER_GONE: u8 = 2;
+
+impl ThreadPoolBulkhead {
+    /// Sets (or, with `None`, removes) how long a timed call may run
+    /// ([`call_timed`](Self::call_timed), [`call_async_timed`](Self::call_async_timed)).
+    pub fn with_call_timeout(self, timeout: Option<Duration>) -> Self {
+        self.set_call_timeout(timeout);
+        self
+    }
+
+    /// Changes the call timeout live, for calls started after this.
+    pub fn set_call_timeout(&self, timeout: Option<Duration>) {
+        self.inner().call_timeout.set(timeout);
+    }
+
+    /// The call timeout, if one is set.
+    pub fn call_timeout(&self) -> Option<Duration> {
+        self.inner().call_timeout.get()
+    }
+
+    /// [`call_async`](Self::call_async) under the call timeout: a body still running at
+    /// the deadline (on the pool's clock, from when a worker started it) is dropped there,
+    /// freeing the worker at once, and the call returns `Ok(Err(CallTimeout))`.
+    pub async fn call_async_timed<I, F, Fut>(&self, input: I, body: F) -> Timed<Fut::Output, I>
+    where
+        I: Send + 'static,
+        F: FnOnce(I) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let inner = self.inner();
+        let Some(timeout) = inner.call_timeout.get() else {
+            return self.call_async(input, body).await.map(Ok);
+        };
+        let clock = Arc::clone(&inner.clock);
+        let timed = move |input: I| {
+            let deadline = clock.now().checked_add(timeout);
+            Deadline::new(body(input), &*clock, deadline)
+        };
+        match self.call_async(input, timed).await? {
+            Ok(output) => Ok(Ok(output)),
+            Err(Elapsed) => Ok(Err(self.timed_out(timeout))),
+        }
+    }
+
+    /// [`call`](Self::call) under the call timeout: the caller stops waiting at the
+    /// deadline (on the pool's clock, from when a worker started the body) and gets
+    /// `Ok(Err(CallTimeout))`; the worker finishes the body, whose result is discarded
+    /// (counted in the snapshot's `discarded`). Blocks the calling thread like `call`.
+    pub fn call_timed<I, R>(
+        &self,
+        input: I,
+        body: impl FnOnce(I) -> R + Send + 'static,
+    ) -> Timed<R, I>
+    where
+        I: Send + 'static,
+        R: Send + 'static,
+    {
+        let inner = self.inner();
+        let Some(timeout) = inner.call_timeout.get() else {
+            return self.call(input, body).map(Ok);
+        };
+        let state = Arc::new(AtomicU8::new(RUNNING));
+        let (started_tx, started) = oneshot::channel::<Instant>();
+        let worker_state = Arc::clone(&state);
+        let clock = Arc::clone(&inner.clock);
+        let pool = self.clone();
+        let call = self.call_async(input, move |input: I| async move {
+            // Sent from the worker when it starts (the caller may be gone: ignored).
+            let _ = started_tx.send(clock.now());
+            let output = body(input);
+            if worker_state
+                .compare_exchange(RUNNING, FINISHED, AcqRel, Relaxed)
+                .is_err()
+            {
+                pool.inner().counters.discarded.fetch_add(1, Relaxed);
+            }
+            output
+        });
+        let waiting = SyncWait {
+            call: Some(Box::pin(call)),
+            started: Some(started),
+            sleep: None,
+            clock: Arc::clone(&inner.clock),
+            timeout,
+        };
+        match futures_executor::block_on(waiting) {
+            Waited::Done(result) => result.map(Ok),
+            Waited::Elapsed(call) => {
+                if state
+                    .compare_exchange(RUNNING, CALLER_GONE, AcqRel, Relaxed)
+                    .is_ok()
+                {
+                    drop(call);
+                    return Ok(Err(self.timed_out(timeout)));
+                }
+                // The body finished just as the deadline passed: its result is on its way.
+                futures_executor::block_on(call).map(Ok)
+            }
+        }
+    }
+
+    fn timed_out(&self, after: Duration) -> BulkheadError {
+        let inner = self.inner();
+        let error = BulkheadError::CallTimeout {
+            name: inner.name.clone(),
+            after,
+        };
+        inner.refuse(error)
+    }
+}
+
+/// The caller of a timed sync call: the call's result, or the deadline (armed once the
+/// worker reports that it started the body).
+struct SyncWait<C> {
+    call: Option<Pin<Box<C>>>,
+    started: Option<oneshot::Receiver<Instant>>,
+    sleep: Option<Sleep>,
+    clock: Arc<dyn Clock>,
+    timeout: Duration,
+}
+
+enum Waited<C: Future> {
+    Done(C::Output),
+    Elapsed(Pin<Box<C>>),
+}
+
+impl<C: Future> Future for SyncWait<C> {
+    type Output = Waited<C>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited<C>> {
+        let this = self.get_mut();
+        let Some(call) = &mut this.call else {
+            return Poll::Pending; // not polled again once it returned
+        };
+        if let Poll::Ready(output) = call.as_mut().poll(cx) {
+            this.call = None;
+            return Poll::Ready(Waited::Done(output));
+        }
+        if let Some(started) = &mut this.started
+            && let Poll::Ready(at) = Pin::new(started).poll(cx)
+        {
+            this.started = None;
+            // A dropped sender (the body never ran) leaves the call to resolve by itself.
+            if let Ok(at) = at {
+                let deadline = at.checked_add(this.timeout);
+                this.sleep = deadline.map(|d| this.clock.sleep_until(d));
+            }
+        }
+        if let Some(sleep) = &mut this.sleep
+            && sleep.as_mut().poll(cx).is_ready()
+            && let Some(call) = this.call.take()
+        {
+            return Poll::Ready(Waited::Elapsed(call));
+        }
+        Poll::Pending
+    }
+}
