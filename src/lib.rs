@@ -82,6 +82,8 @@
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
@@ -201,3 +203,27 @@ pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, pro
 /// something that is not a function, and unknown options. On an error the function is still
 /// emitted unchanged, so one mistake gives one error. `tests/ui/fail` has one case of each.
 pub use bulkhead_macros::bulkhead;
+
+/// A [`tower::BulkheadLayer`] admitting requests through the named semaphore bulkhead,
+/// with the name checked at compile time (feature `tower`).
+///
+/// ```
+/// use std::time::Duration;
+/// use bulkhead::tower::BoxError;
+/// use tower::ServiceBuilder;
+///
+/// let login = ServiceBuilder::new()
+///     .layer(bulkhead::layer!("tower-gateway"))
+///     .service_fn(|user: u64| async move { Ok::<_, BoxError>(user) });
+/// # drop(login);
+/// ```
+///
+/// Like `#[bulkhead("name")]`, it reads the crate's `bulkheads.yaml` at compile time: an
+/// unknown name fails the build at the string, with a "did you mean", and so does a
+/// thread-pool bulkhead (a layer runs requests on the caller's task). It also declares the
+/// bulkhead, so the process-wide [`registry`] holds it from start-up and a deploy can
+/// resize it before the first request. Every expansion of `layer!("login")`, and every
+/// `#[bulkhead("login")]` function, share the one bulkhead `login`. For axum, turn it
+/// into the HTTP flavour with `bulkhead::axum::BulkheadLayer::from(bulkhead::layer!("login"))`.
+#[cfg(feature = "tower")]
+pub use bulkhead_macros::layer;

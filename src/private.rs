@@ -23,9 +23,7 @@ pub use bulkhead_core::__declare as declare;
 pub use bulkhead_core::declaration::Declaration;
 pub use bulkhead_core::{AnnotatedFunction, BulkheadError, DeclarationSite, Refused};
 
-use bulkhead_core::{
-    AsyncPermit, Bulkhead, CallAsync, Permit, SemaphoreBulkhead, ThreadPoolBulkhead, Timed,
-};
+use bulkhead_core::{AsyncPermit, Bulkhead, Permit, SemaphoreBulkhead, ThreadPoolBulkhead, Timed};
 
 /// The cached handle of a bulkhead, one `static` per annotated function.
 #[derive(Debug)]
@@ -41,7 +39,7 @@ pub type SemaphoreSlot = Slot<SemaphoreBulkhead>;
 pub type ThreadPoolSlot = Slot<ThreadPoolBulkhead>;
 
 /// The bulkhead kinds a [`Slot`] can hold.
-pub trait Resolve: Sized + Clone + 'static {
+pub trait Resolve: Sized + Clone + Send + Sync + 'static {
     /// This kind's bulkhead, if `bulkhead` is one.
     fn of(bulkhead: Bulkhead) -> Option<Self>;
 }
@@ -70,10 +68,26 @@ impl<B: Resolve> Slot<B> {
     /// The bulkhead (the fast path is one atomic load).
     #[inline(always)]
     pub fn get(&'static self) -> &'static B {
+        // Tests only: the thread's `bulkhead::testing` scope, when one is current.
+        #[cfg(feature = "testing")]
+        if let Some(scoped) = crate::testing::scoped::<B>(self.declaration) {
+            return scoped;
+        }
         match self.handle.get() {
             Some(handle) => handle,
             None => self.resolve(),
         }
+    }
+
+    /// The refusal a `bulkhead::testing` scope makes for this bulkhead (tests only; without
+    /// the feature this is nothing).
+    #[inline(always)]
+    fn test_refusal(&'static self) -> Result<(), BulkheadError> {
+        #[cfg(feature = "testing")]
+        if let Some(error) = crate::testing::refusal(self.declaration) {
+            return Err(error);
+        }
+        Ok(())
     }
 
     /// The declared bulkhead from the process-wide registry, which holds every declaration
@@ -105,12 +119,14 @@ impl SemaphoreSlot {
     /// the expansion, like the core `acquire` it calls, so the permit stays in registers.
     #[inline(always)]
     pub fn enter(&'static self) -> Result<Permit<'static>, BulkheadError> {
+        self.test_refusal()?;
         self.get().acquire()
     }
 
     /// Takes a permit for an async call (awaiting at most `max_wait`).
     #[inline]
     pub async fn enter_async(&'static self) -> Result<AsyncPermit<'static>, BulkheadError> {
+        self.test_refusal()?;
         self.get().acquire_async().await
     }
 }
@@ -126,6 +142,13 @@ impl SemaphoreSlot {
     ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
         self.get().run_admitted(permit, body)
     }
+}
+
+/// The tower layer of `bulkhead::layer!`: the slot's bulkhead from the process-wide
+/// registry (declared by the same expansion).
+#[cfg(feature = "tower")]
+pub fn layer(slot: &'static SemaphoreSlot) -> crate::tower::BulkheadLayer {
+    crate::tower::BulkheadLayer::new(slot.get().clone())
 }
 
 /// Awaits an async body while holding `permit`, with the bulkhead marked entered during
@@ -150,35 +173,48 @@ impl ThreadPoolSlot {
         I: Send,
         R: Send,
     {
+        if let Err(error) = self.test_refusal() {
+            return Err(Refused { input, error });
+        }
         self.get().call(input, body)
     }
 
     /// Runs the future `body(input)` on a worker; a refusal hands `input` back.
     #[inline]
-    pub fn call_async<I, F, Fut>(&'static self, input: I, body: F) -> CallAsync<I, F, Fut>
+    pub async fn call_async<I, F, Fut>(
+        &'static self,
+        input: I,
+        body: F,
+    ) -> Result<Fut::Output, Refused<I>>
     where
         I: Send + 'static,
         F: FnOnce(I) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        self.get().call_async(input, body)
+        if let Err(error) = self.test_refusal() {
+            return Err(Refused { input, error });
+        }
+        self.get().call_async(input, body).await
     }
 
     /// [`call_async`](Self::call_async) under the bulkhead's call timeout.
     #[inline]
-    pub fn call_async_timed<I, F, Fut>(
+    pub async fn call_async_timed<I, F, Fut>(
         &'static self,
         input: I,
         body: F,
-    ) -> impl Future<Output = Timed<Fut::Output, I>>
+    ) -> Timed<Fut::Output, I>
     where
         I: Send + 'static,
         F: FnOnce(I) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        self.get().call_async_timed(input, body)
+        if let Err(error) = self.test_refusal() {
+            return Err(Refused { input, error });
+        }
+        self.get().call_async_timed(input, body).await
     }
 }
 

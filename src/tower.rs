@@ -118,7 +118,28 @@ where
 
 /// What a [`BulkheadService`] call fails with: the bulkhead refused it, or the inner service
 /// failed.
+///
+/// It is an [`Error`](std::error::Error) when the inner service's error is one, and also
+/// over a [`BoxError`] inner service (tower's `Timeout`, `Buffer`, `ConcurrencyLimit`), so it
+/// can sit anywhere in a `ServiceBuilder` stack:
+///
+/// ```
+/// use std::time::Duration;
+/// use bulkhead::tower::BoxError;
+/// use tower::{ServiceBuilder, ServiceExt, buffer::BufferLayer, timeout::TimeoutLayer};
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let stack = ServiceBuilder::new()
+///     .layer(BufferLayer::new(16))
+///     .layer(bulkhead::layer!("tower-gateway"))
+///     .layer(TimeoutLayer::new(Duration::from_secs(2)))
+///     .service_fn(|user: u64| async move { Ok::<_, BoxError>(user) });
+/// let answer: Result<u64, BoxError> = stack.oneshot(7).await;
+/// assert_eq!(answer.unwrap(), 7);
+/// # });
+/// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ServiceError<E> {
     /// The bulkhead refused the request; the inner service was not called.
     Refused(BulkheadError),
@@ -135,13 +156,35 @@ impl<E: fmt::Display> fmt::Display for ServiceError<E> {
     }
 }
 
-impl<E: std::error::Error + 'static> std::error::Error for ServiceError<E> {
+/// The error type tower's own middleware (`Timeout`, `Buffer`, …) fails with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An error whatever the inner service fails with (`E: Debug + Display`), so it sits over
+/// tower's [`BoxError`] services as well as over typed ones. Display is the refusal's or the
+/// inner error's own message. The source is the [`BulkheadError`] of a refusal; for an inner
+/// error held in a box (`BoxError`, `Box<dyn Error + Send>`, `Box<dyn Error>`) it is the
+/// boxed error; a typed inner error is matched with [`ServiceError::Inner`] instead.
+impl<E: fmt::Debug + fmt::Display + 'static> std::error::Error for ServiceError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ServiceError::Refused(err) => Some(err),
-            ServiceError::Inner(err) => Some(err),
+            ServiceError::Inner(err) => boxed_source(err),
         }
     }
+}
+
+fn boxed_source<E: 'static>(err: &E) -> Option<&(dyn std::error::Error + 'static)> {
+    let any: &dyn std::any::Any = err;
+    if let Some(boxed) = any.downcast_ref::<BoxError>() {
+        return Some(&**boxed);
+    }
+    if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send>>() {
+        return Some(&**boxed);
+    }
+    if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error>>() {
+        return Some(&**boxed);
+    }
+    None
 }
 
 impl<E> From<BulkheadError> for ServiceError<E> {

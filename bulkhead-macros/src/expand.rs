@@ -86,7 +86,7 @@ pub(crate) fn bulkhead(
 }
 
 /// Looks the name up in the config; reports a missing or invalid config or an unknown name.
-fn resolve<'a>(
+pub(crate) fn resolve<'a>(
     cx: &mut Ctxt,
     loaded: &'a Loaded,
     name: &syn::LitStr,
@@ -405,57 +405,14 @@ fn expand(
         quote!(#p::SemaphoreSlot)
     };
     let slot = Ident::new("__BULKHEAD", Span::mixed_site());
-    let declaration = Ident::new("__BULKHEAD_DECLARATION", Span::mixed_site());
-    // Edits of the config file and of `Cargo.toml` rebuild the crate (nothing of them is
-    // read at run time: the declaration below is typed data).
-    let config_path = location.path.display().to_string();
-    let track_manifest = location.cargo_toml.as_ref().map(|toml| {
-        let toml = toml.display().to_string();
-        quote!(
-            const _: &[u8] = ::core::include_bytes!(#toml);
-        )
-    });
-    let name_value = name.value();
-    let kind_variant = if thread_pool {
-        quote!(ThreadPool)
-    } else {
-        quote!(Semaphore)
-    };
-    let config = emit_config::bulkhead_config(&declared.config);
-    let relative_file = location.relative_path();
-    let (line, column) = (
-        u32::try_from(declared.line).unwrap_or(u32::MAX),
-        u32::try_from(declared.column).unwrap_or(u32::MAX),
-    );
     let function_name = func.sig.ident.to_string();
-    let declare = quote! {
-        #p::declare! {
-            static #declaration: #p::Declaration = #p::Declaration {
-                name: #name_value,
-                kind: #p::config_types::Kind::#kind_variant,
-                config: {
-                    fn __bulkhead_declared_config() -> #p::config_types::BulkheadConfig {
-                        #config
-                    }
-                    __bulkhead_declared_config
-                },
-                declared_at: #p::DeclarationSite {
-                    crate_name: ::core::env!("CARGO_PKG_NAME"),
-                    file: #relative_file,
-                    line: #line,
-                    column: #column,
-                },
-                function: #p::AnnotatedFunction {
-                    path: ::core::concat!(::core::module_path!(), "::", #function_name),
-                    file: ::core::file!(),
-                    line: ::core::line!(),
-                },
-            };
-        }
-        static #slot: #slot_ty = #slot_ty::new(&#declaration);
-        const _: &str = ::core::include_str!(#config_path);
-        #track_manifest
-    };
+    let declare = declare_slot(
+        &name.value(),
+        declared,
+        location,
+        &quote!(::core::concat!(::core::module_path!(), "::", #function_name)),
+        &slot,
+    );
 
     // The expansion's own locals are hygienic (mixed-site): the body cannot see them, and
     // they cannot shadow the function's parameters (a parameter named `permit` stays the
@@ -671,6 +628,67 @@ fn expand(
         #vis #sig {
             #body
         }
+    }
+}
+
+/// The `static` `Declaration` of one use of bulkhead `name` (gathered at link time), the
+/// `static` slot `slot` of its kind that resolves to the registry's bulkhead, and the
+/// `include_*!`s that rebuild the crate when the config or `Cargo.toml` changes (nothing
+/// of them is read at run time: the declaration is typed data). `used_by` is an
+/// expression naming the user (a function's path).
+pub(crate) fn declare_slot(
+    name: &str,
+    declared: &Declared,
+    location: &Location,
+    used_by: &TokenStream,
+    slot: &Ident,
+) -> TokenStream {
+    let p = quote!(::bulkhead::__private);
+    let (slot_ty, kind_variant) = match declared.kind() {
+        Kind::ThreadPool => (quote!(#p::ThreadPoolSlot), quote!(ThreadPool)),
+        Kind::Semaphore => (quote!(#p::SemaphoreSlot), quote!(Semaphore)),
+    };
+    let declaration = Ident::new("__BULKHEAD_DECLARATION", Span::mixed_site());
+    let config_path = location.path.display().to_string();
+    let track_manifest = location.cargo_toml.as_ref().map(|toml| {
+        let toml = toml.display().to_string();
+        quote!(
+            const _: &[u8] = ::core::include_bytes!(#toml);
+        )
+    });
+    let config = emit_config::bulkhead_config(&declared.config);
+    let relative_file = location.relative_path();
+    let (line, column) = (
+        u32::try_from(declared.line).unwrap_or(u32::MAX),
+        u32::try_from(declared.column).unwrap_or(u32::MAX),
+    );
+    quote! {
+        #p::declare! {
+            static #declaration: #p::Declaration = #p::Declaration {
+                name: #name,
+                kind: #p::config_types::Kind::#kind_variant,
+                config: {
+                    fn __bulkhead_declared_config() -> #p::config_types::BulkheadConfig {
+                        #config
+                    }
+                    __bulkhead_declared_config
+                },
+                declared_at: #p::DeclarationSite {
+                    crate_name: ::core::env!("CARGO_PKG_NAME"),
+                    file: #relative_file,
+                    line: #line,
+                    column: #column,
+                },
+                function: #p::AnnotatedFunction {
+                    path: #used_by,
+                    file: ::core::file!(),
+                    line: ::core::line!(),
+                },
+            };
+        }
+        static #slot: #slot_ty = #slot_ty::new(&#declaration);
+        const _: &str = ::core::include_str!(#config_path);
+        #track_manifest
     }
 }
 

@@ -12,6 +12,7 @@ mod config;
 mod ctxt;
 mod emit_config;
 mod expand;
+mod layer;
 mod suggest;
 
 use proc_macro::TokenStream;
@@ -26,4 +27,11 @@ pub fn bulkhead(attr: TokenStream, item: TokenStream) -> TokenStream {
     // reported at one of them only).
     let site = format!("{file:?}:{}:{}", here.line(), here.column());
     expand::bulkhead(attr.into(), item.into(), file.as_deref(), &site).into()
+}
+
+/// A tower layer admitting requests through the named semaphore bulkhead, the name checked
+/// at compile time against the crate's config. See the `bulkhead` crate's `layer!`.
+#[proc_macro]
+pub fn layer(input: TokenStream) -> TokenStream {
+    layer::layer(input.into()).into()
 }

@@ -1,0 +1,3 @@
+fn main() {
+    let _login = bulkhead::layer!("tower-gatway");
+}
