@@ -119,7 +119,9 @@ pub use bulkhead_core::{
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use bulkhead_core::metrics_bridge;
-pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, prometheus};
+pub use bulkhead_core::{
+    HistogramSnapshot, SaturationLevel, async_caller, context, events, prometheus,
+};
 
 /// Routes every call of a function through a named bulkhead declared in the crate's
 /// `bulkheads.yaml`.

@@ -15,6 +15,7 @@
 
 use std::future::Future;
 use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
 
 pub use core::result::Result::{Err, Ok};
 
@@ -30,6 +31,8 @@ use bulkhead_core::{AsyncPermit, Bulkhead, Permit, SemaphoreBulkhead, ThreadPool
 pub struct Slot<B: 'static> {
     declaration: &'static Declaration,
     handle: OnceLock<&'static B>,
+    /// Set once this function's blocking call from an async task has been logged.
+    warned: AtomicBool,
 }
 
 /// The cached handle of a semaphore bulkhead.
@@ -62,6 +65,7 @@ impl<B: Resolve> Slot<B> {
         Slot {
             declaration,
             handle: OnceLock::new(),
+            warned: AtomicBool::new(false),
         }
     }
 
@@ -175,6 +179,17 @@ impl ThreadPoolSlot {
     {
         if let Err(error) = self.test_refusal() {
             return Err(Refused { input, error });
+        }
+        // From an async task, the core call hands its wait to the runtime where it can;
+        // the function is named once in a WARN with the fix.
+        let caller = bulkhead_core::async_caller::caller();
+        if caller != bulkhead_core::async_caller::Caller::Thread {
+            bulkhead_core::async_caller::warn_blocking_call(
+                &self.warned,
+                caller,
+                self.declaration.name,
+                &self.declaration.function,
+            );
         }
         self.get().call(input, body)
     }

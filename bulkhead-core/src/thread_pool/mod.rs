@@ -21,6 +21,7 @@ pub use call_async::CallAsync;
 use pool::{Admit, Inner};
 pub use timed::Timed;
 
+use crate::async_caller::Caller;
 use crate::clock::{Clock, system_clock};
 use crate::rate_limit::RateLimiter;
 use crate::reentry;
@@ -203,7 +204,25 @@ impl ThreadPoolBulkhead {
     /// assert_eq!(refused.input, 41);
     /// assert!(matches!(refused.error, BulkheadError::ShutDown { .. }));
     /// ```
+    ///
+    /// Called from a task on tokio's multi-thread runtime (feature `tokio`), the wait is
+    /// handed to the runtime (`block_in_place`) so the worker's other tasks keep running;
+    /// see [`async_caller`](crate::async_caller). Async code should prefer
+    /// [`call_async`](Self::call_async), which awaits without blocking.
     pub fn call<I, R>(&self, input: I, body: impl FnOnce(I) -> R + Send) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        match crate::async_caller::caller() {
+            Caller::Thread => self.call_here(input, body),
+            caller => crate::async_caller::block(caller, || self.call_here(input, body)),
+        }
+    }
+
+    /// [`call`](Self::call) on this thread, blocking it.
+    #[inline(always)]
+    fn call_here<I, R>(&self, input: I, body: impl FnOnce(I) -> R + Send) -> Result<R, Refused<I>>
     where
         I: Send,
         R: Send,

@@ -117,7 +117,9 @@ impl ThreadPoolBulkhead {
             clock: Arc::clone(&inner.clock),
             timeout,
         };
-        match futures_executor::block_on(waiting) {
+        let caller = crate::async_caller::caller();
+        let waited = crate::async_caller::block(caller, || futures_executor::block_on(waiting));
+        match waited {
             Waited::Done(result) => result.map(Ok),
             Waited::Elapsed(call) => {
                 if state
@@ -128,7 +130,7 @@ impl ThreadPoolBulkhead {
                     return Ok(Err(self.timed_out(timeout)));
                 }
                 // The body finished just as the deadline passed: its result is on its way.
-                futures_executor::block_on(call).map(Ok)
+                crate::async_caller::block(caller, || futures_executor::block_on(call)).map(Ok)
             }
         }
     }
