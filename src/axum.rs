@@ -41,12 +41,24 @@
 //!   in the bulkhead's stats, not `completed`: from the server's side the work was
 //!   abandoned. (A body with nothing to send ends the call when the response is made.)
 //!
+//! # What an outside client sees
+//!
+//! By default a refusal response names no bulkhead: internal names are of no use to a
+//! client and tell it how the service is built. The status, a short generic body
+//! (`service busy, retry later`, `too many requests, retry later`, …) and `Retry-After`
+//! are all it gets. For internal callers, opt in to the details: [`DetailedRefusal`] in a
+//! handler, or [`BulkheadLayer::with_details`] — the body is then the refusal's message and
+//! the headers `x-bulkhead` (the name) and `x-bulkhead-refusal` (the reason label) are set.
+//!
 //! # `Retry-After`
 //!
-//! * `RateLimited`: the limiter's own wait until the next period, rounded up to whole seconds
-//!   (at least 1), as RFC 9110 requires whole seconds.
-//! * `Full`, `Timeout`, `QueueTimeout`: `1`. Capacity comes back as running calls finish, so
+//! * `RateLimited`: computed from the limiter's state: the wait until a call may be
+//!   admitted again, rounded up to whole seconds (at least 1), as RFC 9110 requires whole
+//!   seconds.
+//! * `Full`, `Timeout`, `QueueTimeout`: `1`. Room comes back as running calls finish, so
 //!   the soonest useful retry is short; a client should still add jitter.
+//! * `CallTimeout` (the call ran past the bulkhead's `timeout`): `504 Gateway Timeout`,
+//!   and no `Retry-After`: the dependency is slow, not full.
 //! * `ShutDown`: none. This instance is going away; retry elsewhere.
 
 use std::fmt;
@@ -64,7 +76,8 @@ use tower_service::Service;
 
 use crate::tower::{Admit, ServiceError, admit};
 
-/// A [`BulkheadError`] as an HTTP response (503 or 429 with `Retry-After`).
+/// A [`BulkheadError`] as an HTTP response (503 or 429 with `Retry-After`) that names no
+/// bulkhead; [`DetailedRefusal`] adds the name and the reason.
 ///
 /// ```
 /// use axum::response::IntoResponse;
@@ -88,8 +101,34 @@ impl Refusal {
     pub fn status(&self) -> StatusCode {
         match self.0 {
             BulkheadError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            BulkheadError::CallTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             _ => StatusCode::SERVICE_UNAVAILABLE,
         }
+    }
+
+    /// The response body an outside client gets: says what to do, names nothing inside.
+    pub fn public_message(&self) -> &'static str {
+        match self.0 {
+            BulkheadError::RateLimited { .. } => "too many requests, retry later",
+            BulkheadError::CallTimeout { .. } => "the request took too long",
+            BulkheadError::ShutDown { .. } => "service shutting down, retry elsewhere",
+            _ => "service busy, retry later",
+        }
+    }
+
+    /// The same refusal, answered with the bulkhead's name and reason (for internal callers).
+    pub fn detailed(self) -> DetailedRefusal {
+        DetailedRefusal(self.0)
+    }
+
+    fn response(&self, body: String) -> Response {
+        let mut response = (self.status(), body).into_response();
+        if let Some(secs) = self.retry_after_secs() {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
     }
 
     /// The `Retry-After` value in whole seconds, if the client should retry here at all.
@@ -99,7 +138,7 @@ impl Refusal {
             BulkheadError::RateLimited { retry_after, .. } => {
                 Some(retry_after_header_secs(*retry_after).max(1))
             }
-            BulkheadError::ShutDown { .. } => None,
+            BulkheadError::ShutDown { .. } | BulkheadError::CallTimeout { .. } => None,
             _ => Some(1),
         }
     }
@@ -130,17 +169,47 @@ impl std::error::Error for Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let mut response = (self.status(), self.0.to_string()).into_response();
+        self.response(self.public_message().to_owned())
+    }
+}
+
+/// A refusal answered with its details, for internal callers: the body is the refusal's
+/// message (naming the bulkhead), and `x-bulkhead` / `x-bulkhead-refusal` carry the
+/// bulkhead's name and the reason label. Status and `Retry-After` as for [`Refusal`].
+///
+/// ```
+/// use axum::response::IntoResponse;
+/// use bulkhead::axum::Refusal;
+/// use bulkhead::{BulkheadError, BulkheadName};
+///
+/// let full = BulkheadError::Full { name: BulkheadName::new("ledger") };
+/// let public = Refusal::from(full.clone()).into_response();
+/// assert!(public.headers().get("x-bulkhead").is_none());
+/// let internal = Refusal::from(full).detailed().into_response();
+/// assert_eq!(internal.headers()["x-bulkhead"], "ledger");
+/// assert_eq!(internal.headers()["x-bulkhead-refusal"], "full");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DetailedRefusal(pub BulkheadError);
+
+impl From<BulkheadError> for DetailedRefusal {
+    fn from(err: BulkheadError) -> Self {
+        DetailedRefusal(err)
+    }
+}
+
+impl IntoResponse for DetailedRefusal {
+    fn into_response(self) -> Response {
+        let refusal = Refusal(self.0);
+        let mut response = refusal.response(refusal.0.to_string());
         let headers = response.headers_mut();
-        if let Some(secs) = self.retry_after_secs() {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        if let Ok(name) = HeaderValue::from_str(self.0.name()) {
+        if let Ok(name) = HeaderValue::from_str(refusal.0.name()) {
             headers.insert("x-bulkhead", name);
         }
-        if let Ok(reason) = HeaderValue::from_str(self.0.reason()) {
-            headers.insert("x-bulkhead-refusal", reason);
-        }
+        headers.insert(
+            "x-bulkhead-refusal",
+            HeaderValue::from_static(refusal.0.reason()),
+        );
         response
     }
 }
@@ -154,6 +223,7 @@ impl IntoResponse for Refusal {
 #[derive(Clone, Debug)]
 pub struct BulkheadLayer {
     layer: crate::tower::BulkheadLayer,
+    details: bool,
 }
 
 impl BulkheadLayer {
@@ -166,12 +236,22 @@ impl BulkheadLayer {
     pub fn bulkhead(&self) -> &SemaphoreBulkhead {
         self.layer.bulkhead()
     }
+
+    /// Answers refusals with their details ([`DetailedRefusal`]: the bulkhead's name in the
+    /// body and in `x-bulkhead`), for services whose clients are internal.
+    pub fn with_details(mut self) -> Self {
+        self.details = true;
+        self
+    }
 }
 
 /// The HTTP flavour of a tower layer over the same bulkhead.
 impl From<crate::tower::BulkheadLayer> for BulkheadLayer {
     fn from(layer: crate::tower::BulkheadLayer) -> Self {
-        BulkheadLayer { layer }
+        BulkheadLayer {
+            layer,
+            details: false,
+        }
     }
 }
 
@@ -182,6 +262,7 @@ impl<S> Layer<S> for BulkheadLayer {
         HttpBulkheadService {
             inner,
             bulkhead: self.bulkhead().clone(),
+            details: self.details,
         }
     }
 }
@@ -191,6 +272,7 @@ impl<S> Layer<S> for BulkheadLayer {
 pub struct HttpBulkheadService<S> {
     inner: S,
     bulkhead: SemaphoreBulkhead,
+    details: bool,
 }
 
 impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for HttpBulkheadService<S>
@@ -210,6 +292,7 @@ where
     fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
         HttpResponseFuture {
             admit: admit(&mut self.inner, &self.bulkhead, request),
+            details: self.details,
         }
     }
 }
@@ -220,6 +303,7 @@ pin_project_lite::pin_project! {
     pub struct HttpResponseFuture<S: Service<Request>, Request> {
         #[pin]
         admit: Admit<S, Request>,
+        details: bool,
     }
 }
 
@@ -232,10 +316,14 @@ where
     type Output = Result<Response, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let admitted = std::task::ready!(self.project().admit.poll(cx));
+        let this = self.project();
+        let admitted = std::task::ready!(this.admit.poll(cx));
         Poll::Ready(match admitted {
             Ok((response, permit)) => {
                 Ok(response.map(|body| Body::new(PermitBody::new(body, permit))))
+            }
+            Err(ServiceError::Refused(err)) if *this.details => {
+                Ok(DetailedRefusal(err).into_response())
             }
             Err(ServiceError::Refused(err)) => Ok(Refusal(err).into_response()),
             Err(ServiceError::Inner(err)) => Err(err),

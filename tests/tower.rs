@@ -131,6 +131,26 @@ async fn routes_naming_the_same_bulkhead_share_its_permits() {
         .expect("axum routes are infallible");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()["retry-after"], "1");
+    // The bulkhead's name is internal: neither the headers nor the body carry it.
+    assert!(response.headers().get("x-bulkhead").is_none());
+    assert!(response.headers().get("x-bulkhead-refusal").is_none());
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(&body[..], b"service busy, retry later");
+
+    // Opted in, for internal clients: the name and the reason.
+    let detailed: Router = Router::new()
+        .route("/product/internal", get(|| async { "never reached" }))
+        .route_layer(HttpBulkheadLayer::new(catalog.clone()).with_details());
+    let response = detailed
+        .oneshot(get_request("/product/internal"))
+        .await
+        .expect("axum routes are infallible");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()["x-bulkhead"], "catalog");
     assert_eq!(response.headers()["x-bulkhead-refusal"], "full");
 
@@ -300,6 +320,14 @@ fn refusals_map_to_503_or_429_with_a_computed_retry_after() {
             Some("1"),
         ),
         (BulkheadError::ShutDown { name: name.clone() }, 503, None),
+        (
+            BulkheadError::CallTimeout {
+                name: name.clone(),
+                after: Duration::from_secs(2),
+            },
+            504,
+            None,
+        ),
     ];
     for (err, status, retry_after) in cases {
         let reason = err.reason();
