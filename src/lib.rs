@@ -156,7 +156,19 @@ pub use bulkhead_core::{
 ///   until it is done, so borrowed arguments (`&self`, `&str`) are fine. The body needs to be
 ///   `Send`.
 /// * **thread pool, `async fn`**: runs the future on a worker; it must be `Send + 'static`
-///   (owned arguments, `self: Arc<Self>`).
+///   (owned arguments, `self: Arc<Self>`). This is the form to call from async code: the
+///   caller's task awaits the worker without blocking its thread.
+///
+/// A thread-pool `fn` called from a tokio task blocks that task's thread while it waits.
+/// With feature `tokio`, on the multi-thread runtime the wait is handed to the runtime
+/// (`block_in_place`), so the runtime's other tasks keep running; on a current-thread
+/// runtime it blocks the runtime. Either way the first such call of each function logs a
+/// WARN naming the fix (see [`async_caller`]).
+///
+/// With `timeout` in the bulkhead's config, an `async fn` without a fallback that runs past
+/// it returns [`BulkheadError::CallTimeout`] through its return type (the body is dropped,
+/// the permit or worker freed at once). A sync `fn`, and a function with a fallback (which
+/// answers calls that never ran, with their arguments), are not timed.
 ///
 /// A call into a bulkhead the thread is already inside runs inline instead of waiting on
 /// itself (a pool task that submits to its own full pool would wait for itself forever), and is counted. When the compiler can see it —
