@@ -55,8 +55,13 @@
 //! * `RateLimited`: computed from the limiter's state: the wait until a call may be
 //!   admitted again, rounded up to whole seconds (at least 1), as RFC 9110 requires whole
 //!   seconds.
-//! * `Full`, `Timeout`, `QueueTimeout`: `1`. Room comes back as running calls finish, so
-//!   the soonest useful retry is short; a client should still add jitter.
+//! * `Full`, `Timeout`, `QueueTimeout` of a thread pool in the process-wide registry: the
+//!   wait a queued call can expect, computed from the pool's state (the mean time its
+//!   queued calls have waited so far, `ThreadPoolBulkhead::expected_queue_wait`), rounded
+//!   up, at least 1 and at most 60 seconds.
+//! * The same for a semaphore (or a pool with nothing queued yet): `1`. Room comes back as
+//!   running calls finish, so the soonest useful retry is short; a client should still add
+//!   jitter.
 //! * `CallTimeout` (the call ran past the bulkhead's `timeout`): `504 Gateway Timeout`,
 //!   and no `Retry-After`: the dependency is slow, not full.
 //! * `ShutDown`: none. This instance is going away; retry elsewhere.
@@ -139,7 +144,14 @@ impl Refusal {
                 Some(retry_after_header_secs(*retry_after).max(1))
             }
             BulkheadError::ShutDown { .. } | BulkheadError::CallTimeout { .. } => None,
-            _ => Some(1),
+            // A thread pool of the process-wide registry: the wait a queued call can
+            // expect (the mean queue time so far), rounded up, between 1 s and a minute.
+            error => Some(
+                crate::registry()
+                    .thread_pool(error.name())
+                    .and_then(|pool| pool.expected_queue_wait())
+                    .map_or(1, |wait| retry_after_header_secs(wait).clamp(1, 60)),
+            ),
         }
     }
 

@@ -190,3 +190,32 @@ fn without_a_timeout_timed_calls_are_plain_calls() {
     assert_eq!(out.ok(), Some(Ok(3)));
     pool.shutdown(Duration::ZERO);
 }
+
+#[test]
+fn expected_queue_wait_is_the_mean_time_queued_calls_waited() {
+    let clock = ManualClock::new();
+    let pool = one_worker(&clock).with_call_timeout(None);
+    assert_eq!(pool.expected_queue_wait(), None);
+    let (release, released) = mpsc::channel::<()>();
+    let mut first = Box::pin(pool.call_async(released, |released| async move {
+        released.recv().expect("released");
+    }));
+    let mut second = Box::pin(pool.call_async((), |()| async {}));
+    assert!(poll_once(first.as_mut()).is_pending());
+    assert!(poll_once(second.as_mut()).is_pending());
+    // The second call waits in the queue while the only worker is busy.
+    while pool.snapshot().queued == 0 {
+        std::thread::yield_now();
+    }
+    clock.advance(Duration::from_secs(3));
+    release.send(()).expect("the first body waits");
+    futures_executor::block_on(async {
+        first.await.expect("ran");
+        second.await.expect("ran");
+    });
+    let queue_time = pool.snapshot().queue_time.expect("a pool");
+    let expected = queue_time.sum() / u32::try_from(queue_time.count()).expect("small");
+    assert_eq!(pool.expected_queue_wait(), Some(expected));
+    assert!(expected >= Duration::from_millis(1500), "{expected:?}");
+    pool.shutdown(Duration::ZERO);
+}

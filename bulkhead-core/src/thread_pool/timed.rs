@@ -135,6 +135,15 @@ impl ThreadPoolBulkhead {
         }
     }
 
+    /// How long a queued call can expect to wait for a worker: the mean time the calls
+    /// queued so far waited (`None` before any call was queued). An estimate for a client's
+    /// `Retry-After`, not a promise.
+    pub fn expected_queue_wait(&self) -> Option<Duration> {
+        let queued = self.inner().telemetry.queue_time();
+        let count = u32::try_from(queued.count()).unwrap_or(u32::MAX);
+        (count > 0).then(|| queued.sum() / count)
+    }
+
     fn timed_out(&self, after: Duration) -> BulkheadError {
         let inner = self.inner();
         let error = BulkheadError::CallTimeout {
