@@ -168,3 +168,56 @@ async fn a_task_on_a_current_thread_runtime_is_detected() {
 async fn a_task_on_a_multi_thread_runtime_is_detected() {
     assert_eq!(caller(), Caller::MultiThreadTask);
 }
+
+#[bulkhead("warn-render")]
+fn thumbnail(size: u32) -> Result<u32, BulkheadError> {
+    Ok(size / 2)
+}
+
+/// A `Write` that keeps what the subscriber writes, for the test to read.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_blocking_call_from_an_async_task_is_logged_once_per_function_with_the_fix() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        assert_eq!(thumbnail(8).expect("admitted"), 4);
+        assert_eq!(thumbnail(6).expect("admitted"), 3);
+    });
+    let log = String::from_utf8(captured.0.lock().unwrap_or_else(|e| e.into_inner()).clone())
+        .expect("utf-8");
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 1, "one WARN per function: {log}");
+    assert!(warnings[0].contains("thumbnail"), "{log}");
+    assert!(warnings[0].contains("warn-render"), "{log}");
+    assert!(warnings[0].contains("async fn"), "names the fix: {log}");
+    assert!(
+        warnings[0].contains("current-thread runtime"),
+        "says what it blocks: {log}"
+    );
+}
