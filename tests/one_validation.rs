@@ -102,12 +102,16 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
             queue_critical,
         },
     );
-    (limits(), rate_limit, saturation).prop_map(|(limits, rate_limit, saturation)| BulkheadConfig {
-        limits,
-        rate_limit,
-        saturation,
-        expected: None,
-    })
+    let timeout = proptest::option::of(duration());
+    (limits(), rate_limit, timeout, saturation).prop_map(
+        |(limits, rate_limit, timeout, saturation)| BulkheadConfig {
+            limits,
+            rate_limit,
+            timeout,
+            saturation,
+            expected: None,
+        },
+    )
 }
 
 fn name() -> impl Strategy<Value = String> {

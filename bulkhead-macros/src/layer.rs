@@ -13,7 +13,7 @@ use crate::config::{self, Kind};
 use crate::ctxt::Ctxt;
 use crate::expand;
 
-pub(crate) fn layer(input: TokenStream) -> TokenStream {
+pub(crate) fn layer(input: TokenStream, site: &str) -> TokenStream {
     let mut cx = Ctxt::default();
     let name = match syn::parse2::<syn::LitStr>(input.clone()) {
         Ok(name) => name,
@@ -23,12 +23,16 @@ pub(crate) fn layer(input: TokenStream) -> TokenStream {
                 "`bulkhead::layer!` takes the name of a semaphore bulkhead declared in the \
                  crate's config, as a string: `bulkhead::layer!(\"login\")`",
             );
-            return cx.to_compile_errors();
+            let errors = cx.to_compile_errors();
+            return quote!({ #errors ::core::panic!("no bulkhead name") });
         }
     };
     let loaded = config::load();
-    let Some((declared, location)) = expand::resolve(&mut cx, &loaded, &name) else {
-        return cx.to_compile_errors();
+    let Some((declared, location)) = expand::resolve(&mut cx, &loaded, &name, site) else {
+        // The errors, or none when an invalid config was reported at another use of it:
+        // either way the build fails, and the expression still has a type.
+        let errors = cx.to_compile_errors();
+        return quote!({ #errors ::core::panic!("the bulkhead config is invalid") });
     };
     if declared.kind() != Kind::Semaphore {
         cx.error(
@@ -40,7 +44,8 @@ pub(crate) fn layer(input: TokenStream) -> TokenStream {
                 name.value()
             ),
         );
-        return cx.to_compile_errors();
+        let errors = cx.to_compile_errors();
+        return quote!({ #errors ::core::panic!("not a semaphore bulkhead") });
     }
     let slot = Ident::new("__BULKHEAD", Span::mixed_site());
     let used_by = format!("layer!(\"{}\")", name.value());

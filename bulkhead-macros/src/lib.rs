@@ -21,17 +21,22 @@ use proc_macro::TokenStream;
 /// `bulkheads.yaml`. See the `bulkhead` crate's documentation of this attribute.
 #[proc_macro_attribute]
 pub fn bulkhead(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let (file, site) = site();
+    expand::bulkhead(attr.into(), item.into(), file.as_deref(), &site).into()
+}
+
+/// The file of this macro use, and a string that tells this use from the others (a
+/// problem of the whole config is reported at one of them only).
+fn site() -> (Option<std::path::PathBuf>, String) {
     let here = proc_macro::Span::call_site();
     let file = here.local_file();
-    // Tells this use of the attribute from the others (a problem of the whole config is
-    // reported at one of them only).
     let site = format!("{file:?}:{}:{}", here.line(), here.column());
-    expand::bulkhead(attr.into(), item.into(), file.as_deref(), &site).into()
+    (file, site)
 }
 
 /// A tower layer admitting requests through the named semaphore bulkhead, the name checked
 /// at compile time against the crate's config. See the `bulkhead` crate's `layer!`.
 #[proc_macro]
 pub fn layer(input: TokenStream) -> TokenStream {
-    layer::layer(input.into()).into()
+    layer::layer(input.into(), &site().1).into()
 }
