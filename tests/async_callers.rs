@@ -65,6 +65,17 @@ async fn get_status(client: &HttpClient, url: String) -> (u16, Duration) {
     let uri: hyper::Uri = url.parse().expect("a valid uri");
     let response = client.get(uri).await.expect("the server answers");
     let status = response.status().as_u16();
+    if status == 503 {
+        // A refusal tells the client when to retry and names nothing inside the service.
+        let retry_after = response.headers().get("retry-after").expect("Retry-After");
+        let secs: u64 = retry_after
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("seconds");
+        assert!((1..=60).contains(&secs), "{secs}");
+        assert!(response.headers().get("x-bulkhead").is_none());
+    }
     let _ = response.into_body().collect().await;
     (status, started.elapsed())
 }
