@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod adaptive;
 mod against;
 mod check;
 pub use check::MAX_EXTENDS_DEPTH;
@@ -40,6 +41,7 @@ mod yaml;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub use adaptive::*;
 pub use against::check_against;
 /// The typed config (re-exported from `bulkhead-config-types`, which the runtime uses
 /// without this crate's parser).
