@@ -26,7 +26,6 @@ use crate::Duration;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[non_exhaustive]
 pub struct AdaptiveConfig {
     /// `vegas`, `gradient2` or `aimd` (or `off`: the declared static limit, for a deploy
     /// that switches an adaptive bulkhead back).
@@ -79,7 +78,6 @@ pub struct AdaptiveConfig {
 /// The algorithm of an [`AdaptiveConfig`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-#[non_exhaustive]
 pub enum AdaptiveAlgorithm {
     /// TCP Vegas: estimates the calls queued at the dependency from the no-load latency and
     /// keeps between `alpha` and `beta` (× log10 limit) of them. Latency-driven; needs no drops.

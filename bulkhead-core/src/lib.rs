@@ -11,6 +11,7 @@
 //! permitted / refused / finished events to listeners.
 #![deny(missing_docs)]
 
+pub mod adaptive;
 mod clock;
 pub mod context;
 pub mod declaration;

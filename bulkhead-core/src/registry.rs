@@ -62,7 +62,8 @@ impl Bulkhead {
         let bulkhead = match &config.limits {
             Limits::Semaphore(limits) => Bulkhead::Semaphore(
                 SemaphoreBulkhead::with_clock(name, limits, clock)
-                    .with_rate_limit(config.rate_limit.as_ref()),
+                    .with_rate_limit(config.rate_limit.as_ref())
+                    .with_adaptive(config.adaptive.as_ref()),
             ),
             Limits::ThreadPool(limits) => Bulkhead::ThreadPool(
                 ThreadPoolBulkhead::with_clock(name, limits, clock)
@@ -164,14 +165,17 @@ impl Resize<'_> {
             .telemetry()
             .set_saturation(self.config.saturation);
         let rate_limit = self.config.rate_limit.as_ref();
+        let adaptive = self.config.adaptive.as_ref();
         match self.limits {
             KindLimits::Semaphore(b, limits) => {
                 b.resize(limits);
                 b.set_rate_limit(rate_limit);
+                b.set_adaptive(adaptive);
             }
             KindLimits::ThreadPool(b, limits) => {
                 b.resize(limits);
                 b.set_rate_limit(rate_limit);
+                b.set_adaptive(adaptive);
             }
         }
     }

@@ -144,6 +144,9 @@ fn ready(
 ) -> Poll<Result<AsyncPermit<'_>, BulkheadError>> {
     Poll::Ready(permit.map(|mut raw| {
         raw.scope = raw.shared.telemetry.call_scope(raw.held);
+        if raw.held && raw.shared.adaptive.is_enabled() {
+            raw.start = Some(raw.shared.call_start());
+        }
         AsyncPermit { raw }
     }))
 }

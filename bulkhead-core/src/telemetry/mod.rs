@@ -306,6 +306,23 @@ impl Telemetry {
         }
     }
 
+    /// The adaptive limit changed: a `DEBUG` event (`bulkhead`, `kind`, `from`, `to`) and
+    /// the listeners' [`EventKind::LimitChanged`].
+    #[cold]
+    pub(crate) fn on_limit_changed(&self, from: u32, to: u32) {
+        tracing::debug!(
+            target: TARGET,
+            bulkhead = self.name.as_str(),
+            kind = self.kind.as_str(),
+            from,
+            to,
+            "adaptive limit changed from {from} to {to}"
+        );
+        if events::is_listening() {
+            self.emit(EventKind::LimitChanged { from, to });
+        }
+    }
+
     fn emit(&self, kind: EventKind<'_>) {
         events::emit(&Event {
             bulkhead: self.name.as_str(),

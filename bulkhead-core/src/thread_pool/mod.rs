@@ -403,6 +403,7 @@ impl ThreadPoolBulkhead {
             saturation: inner
                 .telemetry
                 .saturation(g.active, g.max, g.queued, g.capacity),
+            adaptive: None,
         }
     }
 
