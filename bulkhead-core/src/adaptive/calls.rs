@@ -9,12 +9,13 @@
 //! waiter-queue lock, through the resize path). Lock order: controller, then waiters.
 
 use std::cell::RefCell;
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use bulkhead_config_types::AdaptiveConfig;
-use parking_lot::Mutex;
+
+// loom's primitives under `--cfg loom`: the models race limit changes with admissions.
+use crate::sync::{AtomicBool, Mutex};
 
 use super::{AdaptiveLimit, AdaptiveSnapshot, Sample};
 

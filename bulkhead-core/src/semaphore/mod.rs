@@ -293,7 +293,7 @@ impl SemaphoreBulkhead {
 
     /// The limit in force: `max_concurrent_calls`, or the adaptive limit within it.
     pub fn limit(&self) -> u32 {
-        self.shared.limit.load(Relaxed)
+        self.shared.limit.load(AcquireOrd)
     }
 
     /// Permits free right now (0 while a shrink is still retiring permits).
@@ -666,12 +666,16 @@ impl Shared {
         let mut granted = Vec::new();
         {
             let mut waiters = self.waiters.lock();
-            let old = self.limit.swap(new, Relaxed);
+            // The limit changes only here, under the queue lock. A lower limit is published
+            // after the count has lost its permits, so whoever reads it (acquire) finds
+            // them gone.
+            let old = self.limit.load(Relaxed);
             if new > old {
                 self.add_permits_locked(&mut waiters, (new - old) as usize, |w| granted.push(w));
             } else if old > new {
                 self.state.fetch_sub((old - new) as isize * ONE, AcqRel);
             }
+            self.limit.store(new, Release);
         }
         for waiter in granted {
             waiter.wake();
