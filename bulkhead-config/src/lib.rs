@@ -41,7 +41,6 @@ mod yaml;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use adaptive::*;
 pub use against::check_against;
 /// The typed config (re-exported from `bulkhead-config-types`, which the runtime uses
 /// without this crate's parser).

@@ -14,7 +14,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bulkhead_config::{
+use bulkhead_config_types::{
     AdaptiveAlgorithm, AdaptiveConfig, Duration as ConfigDuration, SemaphoreConfig,
 };
 use bulkhead_core::{Clock, ManualClock, OwnedPermit, SemaphoreBulkhead};
