@@ -67,7 +67,8 @@ impl Bulkhead {
             ),
             Limits::ThreadPool(limits) => Bulkhead::ThreadPool(
                 ThreadPoolBulkhead::with_clock(name, limits, clock)
-                    .with_rate_limit(config.rate_limit.as_ref()),
+                    .with_rate_limit(config.rate_limit.as_ref())
+                    .with_adaptive(config.adaptive.as_ref()),
             ),
         };
         bulkhead.telemetry().set_saturation(config.saturation);

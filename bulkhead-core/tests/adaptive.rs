@@ -214,3 +214,84 @@ fn gradient2_halves_after_a_tenfold_slowdown_and_recovers() {
 fn aimd_halves_after_a_tenfold_slowdown_and_recovers() {
     halves_after_a_slowdown_and_recovers(AdaptiveAlgorithm::Aimd);
 }
+
+#[test]
+fn a_pools_adaptive_limit_caps_its_threads_and_keeps_its_queue() {
+    use bulkhead_config_types::ThreadPoolConfig;
+    use bulkhead_core::ThreadPoolBulkhead;
+    use bulkhead_core::adaptive::{MIN_WINDOW, mark_overloaded};
+
+    let config = ThreadPoolConfig {
+        core_threads: 4,
+        max_threads: 4,
+        queue_capacity: 7,
+        ..ThreadPoolConfig::default()
+    };
+    let mut adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 2, 4);
+    adaptive.backoff_ratio = Some(0.5);
+    let pool = ThreadPoolBulkhead::with_clock("pool", &config, Arc::new(ManualClock::new()))
+        .with_adaptive(Some(&adaptive));
+    let snapshot = pool.snapshot();
+    assert_eq!((snapshot.limit, snapshot.queue_capacity), (2, Some(7)));
+    // A window of calls that used the limit (one of two running is half of it): +1.
+    for n in 0..MIN_WINDOW {
+        assert_eq!(pool.call(n, |n| n).ok(), Some(n));
+    }
+    assert_eq!(pool.snapshot().limit, 3);
+    // A window with calls the body marked overloaded: × 0.5.
+    for _ in 0..MIN_WINDOW {
+        assert_eq!(pool.call((), |()| mark_overloaded()).ok(), Some(true));
+    }
+    let snapshot = pool.snapshot();
+    assert_eq!((snapshot.limit, snapshot.queue_capacity), (2, Some(7)));
+    let adaptive = snapshot.adaptive.expect("adaptive");
+    assert_eq!((adaptive.windows, adaptive.limit_changes), (2, 2));
+    // Back to static: the declared size.
+    pool.set_adaptive(None);
+    assert_eq!(pool.snapshot().limit, 4);
+    pool.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn a_semaphore_counts_panics_cancellations_and_marks_as_drops() {
+    use bulkhead_core::adaptive::MIN_WINDOW;
+
+    let config = SemaphoreConfig {
+        max_concurrent_calls: 8,
+        ..SemaphoreConfig::default()
+    };
+    let mut adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 8, 8);
+    adaptive.backoff_ratio = Some(0.5);
+    let clock = Arc::new(ManualClock::new());
+    let b = SemaphoreBulkhead::with_clock("drops", &config, clock).with_adaptive(Some(&adaptive));
+    // Nine plain calls, then one whose permit is marked: one window with a drop.
+    for _ in 1..MIN_WINDOW {
+        b.call(|| ()).unwrap();
+    }
+    b.call(|| assert!(b.mark_overloaded())).unwrap();
+    assert_eq!(b.limit(), 4);
+    // A panic is a drop.
+    for _ in 1..MIN_WINDOW {
+        b.call(|| ()).unwrap();
+    }
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        b.call(|| panic!("the dependency blew up")).unwrap();
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(b.limit(), 2);
+    // So is an async call dropped before it finished (a timeout around it).
+    for _ in 1..MIN_WINDOW {
+        futures_executor::block_on(b.call_async(async {})).unwrap();
+    }
+    let permit = futures_executor::block_on(b.acquire_async()).unwrap();
+    let mut run = Box::pin(permit.run_async(std::future::pending::<()>()));
+    let waker = std::task::Waker::noop();
+    assert!(
+        run.as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+            .is_pending()
+    );
+    drop(run);
+    assert_eq!(b.limit(), 1);
+    assert_eq!(b.snapshot().calls.cancelled, 1);
+}
