@@ -187,6 +187,15 @@ pub use bulkhead_core::{HistogramSnapshot, SaturationLevel, context, events, pro
 /// an annotated function calling itself, or calling another function of the same `impl`
 /// block or module annotated with the same bulkhead — the build fails instead.
 ///
+/// # Adaptive limits
+///
+/// A bulkhead declared with `adaptive: { algorithm: … }` sizes itself (see [`adaptive`]).
+/// Every call the attribute admits is a sample: its latency, and whether it was a drop — it
+/// panicked, or was cancelled (an `async fn` whose future was dropped, e.g. by a timeout).
+/// When the body learns that the dependency is overloaded (an HTTP 503, a "too busy"
+/// error) it says so with [`mark_overloaded()`], which marks the call it runs in, on either
+/// kind, sync or async. By default a returned `Err` is not a drop.
+///
 /// # Refusals
 ///
 /// A refused call never runs its body. Without a fallback the function must return
