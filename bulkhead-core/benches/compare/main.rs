@@ -32,7 +32,9 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig, ThreadPoolConfig};
+use bulkhead_config_types::{
+    AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, SemaphoreConfig, ThreadPoolConfig,
+};
 use bulkhead_core::{Bulkhead, Registry, SemaphoreBulkhead, ThreadPoolBulkhead};
 use crossbeam_channel::{Receiver, Sender};
 
@@ -120,7 +122,7 @@ fn main() {
     // Each workload's rows together (the Java rows were measured last; issue 4's row is
     // about row 1); stable otherwise.
     rows.sort_by_key(|r| match r.workload.chars().next() {
-        _ if r.workload.starts_with("issue 4") => '1',
+        _ if r.workload.starts_with("issue 4") || r.workload.starts_with("adaptive") => '1',
         Some(lead) if lead.is_ascii_digit() => lead,
         _ => '9',
     });
@@ -200,9 +202,14 @@ const BY_HAND_FN: &str = "the same fn by hand (static bulkhead + call)";
 const CORE_TRY: &str = "SemaphoreBulkhead::try_acquire + drop";
 const TOKIO_TRY: &str = "tokio Semaphore::try_acquire + drop";
 const CONDVAR: &str = "Mutex/Condvar semaphore";
+const ADAPTIVE_CALL: &str = "SemaphoreBulkhead::call, adaptive limit (gradient2)";
 
 fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
     let ours = SemaphoreBulkhead::new("bench-semaphore", &semaphore_config(25));
+    let adaptive_config = AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2).with_bounds(1, 25, 25);
+    let adaptive = SemaphoreBulkhead::new("bench-adaptive", &semaphore_config(25))
+        .with_adaptive(Some(&adaptive_config));
+    let mut a = 0u64;
     let tokio_sem = tokio::sync::Semaphore::new(25);
     let condvar = CondvarSemaphore::new(25);
     let mut x = 0u64;
@@ -225,6 +232,10 @@ fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
             each(CORE_CALL, || {
                 x += 1;
                 black_box(ours.call(|| black_box(x)).ok());
+            }),
+            each(ADAPTIVE_CALL, || {
+                a += 1;
+                black_box(adaptive.call(|| black_box(a)).ok());
             }),
             each(CORE_TRY, || {
                 let permit = ours.try_acquire();
@@ -284,6 +295,12 @@ fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
         ours: Cell::of(core_try),
         peer: Cell::of(tokio),
         target: "–".into(),
+    });
+    rows.push(Row {
+        workload: "adaptive: sync semaphore call, adaptive vs static (core API)".into(),
+        ours: Cell::of(find(&results, ADAPTIVE_CALL)),
+        peer: Cell::of(core),
+        target: "≤ 1.5×".into(),
     });
     rows.push(Row {
         workload: "issue 4: #[bulkhead] fn vs the same fn by hand".into(),
