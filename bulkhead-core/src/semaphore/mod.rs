@@ -697,6 +697,8 @@ impl Shared {
     fn begin_adaptive_sync(&self, id: BulkheadId) {
         if self.adaptive.is_enabled() {
             calls::begin_sync(id, self.call_start());
+            self.telemetry
+                .record_sync_limit(id, self.limit.load(Relaxed));
         }
     }
 
