@@ -794,6 +794,25 @@ fn refusals_footprint(mut refuse: impl FnMut() -> bool) -> (f64, u64) {
     (resident_kib() - before, allocations)
 }
 
+/// Resident growth and allocations over `REFUSALS` admitted calls of an adaptive bulkhead
+/// (samples, windows and limit changes included).
+fn adaptive_calls_footprint(bulkhead: &SemaphoreBulkhead) -> (f64, u64) {
+    for _ in 0..1000 {
+        assert!(
+            bulkhead.call(|| ()).is_ok(),
+            "warm-up: the call must be admitted"
+        );
+    }
+    let before = resident_kib();
+    let (admitted, allocations) = alloc::count_allocations(|| {
+        (0..REFUSALS)
+            .filter(|_| bulkhead.call(|| black_box(1u64)).is_ok())
+            .count() as u64
+    });
+    assert_eq!(admitted, REFUSALS, "every call must be admitted");
+    (resident_kib() - before, allocations)
+}
+
 fn memory(rows: &mut Vec<Row>) {
     let (sem, _sem_held) = full_semaphore();
     let (pool, _pool_held) = full_pool();
@@ -825,6 +844,22 @@ fn memory(rows: &mut Vec<Row>) {
             }),
         ),
     ];
+    let adaptive_config = AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2).with_bounds(1, 25, 25);
+    let adaptive = SemaphoreBulkhead::new("bench-adaptive-memory", &semaphore_config(25))
+        .with_adaptive(Some(&adaptive_config));
+    let (kib, allocs) = adaptive_calls_footprint(&adaptive);
+    eprintln!("  6. memory: adaptive calls: {kib:+.0} KiB, {allocs} allocations");
+    rows.push(Row {
+        workload: format!("6. resident memory after {REFUSALS} adaptive calls"),
+        ours: Cell {
+            label: "semaphore with an adaptive limit (gradient2): call admitted".into(),
+            value: Some(kib),
+            unit: Unit::KiB,
+            note: format!("{allocs} allocations"),
+        },
+        peer: peer(tokio),
+        target: "flat".into(),
+    });
     eprintln!("  6. memory: resident at start of workload {baseline:.0} KiB");
     for (name, (kib, allocs)) in ours_cases {
         eprintln!("  6. memory: {name}: {kib:+.0} KiB, {allocs} allocations");
