@@ -303,6 +303,39 @@ mod tests {
     }
 
     #[test]
+    fn absurd_samples_and_parameters_never_panic_and_stay_in_bounds() {
+        let mut config = AdaptiveConfig::new(AdaptiveAlgorithm::Vegas).with_bounds(2, 5, 9);
+        config.alpha = Some(f64::NAN);
+        config.beta = Some(f64::INFINITY);
+        for algorithm in [
+            AdaptiveAlgorithm::Vegas,
+            AdaptiveAlgorithm::Gradient2,
+            AdaptiveAlgorithm::Aimd,
+        ] {
+            config.algorithm = algorithm;
+            config.tolerance = Some(f64::NAN);
+            config.smoothing = Some(f64::INFINITY);
+            config.backoff_ratio = Some(f64::NAN);
+            let mut limit = AdaptiveLimit::new(&config, 100);
+            for rtt in [
+                Duration::ZERO,
+                Duration::MAX,
+                MS,
+                Duration::MAX,
+                Duration::ZERO,
+            ] {
+                for inflight in [0, 1, u32::MAX] {
+                    for _ in 0..MIN_WINDOW {
+                        let l = limit.on_sample(Sample::new(rtt, inflight));
+                        assert!((2..=9).contains(&l), "{algorithm}: {l}");
+                    }
+                }
+            }
+            let _ = limit.snapshot();
+        }
+    }
+
+    #[test]
     fn a_reload_with_the_same_algorithm_keeps_what_it_learned() {
         let config = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 10, 50);
         let mut limit = AdaptiveLimit::new(&config, 100);

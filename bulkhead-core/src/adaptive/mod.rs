@@ -174,10 +174,10 @@ pub(crate) fn nanos_f64(d: Duration) -> f64 {
     d.as_secs_f64() * 1e9
 }
 
-/// `nanos` as a duration (negative and non-finite values as zero).
+/// `nanos` as a duration (negative and NaN as zero, too large as the largest duration).
 pub(crate) fn duration_of(nanos: f64) -> Duration {
-    if nanos.is_finite() && nanos > 0.0 {
-        Duration::from_secs_f64(nanos / 1e9)
+    if nanos > 0.0 {
+        Duration::try_from_secs_f64(nanos / 1e9).unwrap_or(Duration::MAX)
     } else {
         Duration::ZERO
     }
