@@ -15,7 +15,6 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::adaptive::adaptive_problems;
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
 use crate::file::{BulkheadSpec, kind_keys};
 use crate::yaml::{Key, Node, NodeValue, ScalarValue, SectionIndex};
@@ -671,16 +670,9 @@ impl Checker<'_> {
         }
         // The rules every path shares (files, layers, the registry): one function, one
         // set of messages, placed here at the key that breaks them.
-        let config = spec.resolve(kind);
-        for problem in config.problems() {
+        for problem in spec.resolve(kind).problems() {
             let (path, location) = self.locate(entry, &problem.key);
             self.error(location, path, problem.message);
-        }
-        if let Some(adaptive) = &config.adaptive {
-            for (key, message) in adaptive_problems(adaptive, &config) {
-                let (path, location) = self.locate(entry, &["adaptive", key]);
-                self.error(location, path, message);
-            }
         }
     }
 }
