@@ -232,6 +232,11 @@ impl IntoResponse for DetailedRefusal {
 ///
 /// Use it with `Router::route_layer` (or `layer`); every route it is applied to shares the
 /// same permits.
+///
+/// For an [adaptive](crate::adaptive) bulkhead, a response with status 503 counts as a drop
+/// (the handler's dependency is overloaded), as do a panicking handler and a request dropped
+/// before its response (a timeout); a handler may also call
+/// [`mark_overloaded`](crate::mark_overloaded) itself.
 #[derive(Clone, Debug)]
 pub struct BulkheadLayer {
     layer: crate::tower::BulkheadLayer,
@@ -332,6 +337,11 @@ where
         let admitted = std::task::ready!(this.admit.poll(cx));
         Poll::Ready(match admitted {
             Ok((response, permit)) => {
+                // A 503 from the handler means its dependency is overloaded: a drop for an
+                // adaptive limit (the documented default; nothing for a static one).
+                if response.status() == http::StatusCode::SERVICE_UNAVAILABLE {
+                    permit.mark_overloaded();
+                }
                 Ok(response.map(|body| Body::new(PermitBody::new(body, permit))))
             }
             Err(ServiceError::Refused(err)) if *this.details => {

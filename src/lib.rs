@@ -107,6 +107,34 @@ pub use deploy::{
 /// ([`config::Layers`]: embedded defaults < deploy files < `BULKHEAD_…` environment variables).
 pub use bulkhead_config as config;
 pub use bulkhead_config::Config;
+/// Adaptive limits: a bulkhead declared with `adaptive: { algorithm: vegas | gradient2 |
+/// aimd, … }` sizes itself from the latency and drops of its calls, within its declared
+/// size. Code marks a call whose dependency said "overloaded" with [`mark_overloaded`]:
+///
+/// ```
+/// use bulkhead::{BulkheadError, bulkhead, mark_overloaded};
+///
+/// // bulkheads.yaml: shipping-quotes: { kind: semaphore, max_concurrent_calls: 50,
+/// //   adaptive: { algorithm: aimd, timeout: 200ms, backoff_ratio: 0.5 } }
+/// #[bulkhead("shipping-quotes")]
+/// fn quote(weight: u32) -> Result<u32, BulkheadError> {
+///     let status = if weight > 1000 { 503 } else { 200 }; // the carrier's answer
+///     if status == 503 {
+///         mark_overloaded(); // a drop: the limit backs off
+///     }
+///     Ok(weight * 3)
+/// }
+///
+/// for _ in 0..20 {
+///     quote(2000).unwrap();
+/// }
+/// let limits = bulkhead::registry().semaphore("shipping-quotes").unwrap().snapshot();
+/// // 20 at start (the default); a window (20 calls at that limit) with drops halves it.
+/// assert_eq!(limits.limit, 10);
+/// assert!(limits.adaptive.is_some());
+/// ```
+pub use bulkhead_core::adaptive;
+pub use bulkhead_core::adaptive::mark_overloaded;
 pub use bulkhead_core::{
     Acquire, AnnotatedFunction, AsyncPermit, Bulkhead, BulkheadError, BulkheadName,
     BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock, DeclarationConflict,
@@ -174,6 +202,15 @@ pub use bulkhead_core::{
 /// itself (a pool task that submits to its own full pool would wait for itself forever), and is counted. When the compiler can see it —
 /// an annotated function calling itself, or calling another function of the same `impl`
 /// block or module annotated with the same bulkhead — the build fails instead.
+///
+/// # Adaptive limits
+///
+/// A bulkhead declared with `adaptive: { algorithm: … }` sizes itself (see [`adaptive`]).
+/// Every call the attribute admits is a sample: its latency, and whether it was a drop — it
+/// panicked, or was cancelled (an `async fn` whose future was dropped, e.g. by a timeout).
+/// When the body learns that the dependency is overloaded (an HTTP 503, a "too busy"
+/// error) it says so with [`mark_overloaded()`], which marks the call it runs in, on either
+/// kind, sync or async. By default a returned `Err` is not a drop.
 ///
 /// # Refusals
 ///

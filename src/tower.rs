@@ -33,6 +33,12 @@
 //!   polled, in the permit's scope ([`OwnedPermit::in_scope`]): a call it makes to the same
 //!   bulkhead (a `#[bulkhead]` function behind the route's own layer) runs inline on the
 //!   request's permit, counted re-entrant, instead of waiting for a second one.
+//! * **Drops for an [adaptive](crate::adaptive) limit.** A request whose inner service
+//!   panics, or that is dropped before its response (a `tower::timeout` around the layer),
+//!   counts as a drop; an inner *error* does not by default (a 404 says nothing about load).
+//!   The inner service marks an overloaded outcome — its dependency answered 503 — with
+//!   [`mark_overloaded`](crate::mark_overloaded), which reaches the request's permit
+//!   because the service runs in its scope.
 
 use std::fmt;
 use std::future::Future;

@@ -346,3 +346,45 @@ fn reentry_across_modules_runs_inline_instead_of_deadlocking() {
     );
     assert_eq!(snapshot("attr-reentry").calls.reentrant, 1);
 }
+
+/// A call whose dependency answered 503: the body marks it, a drop for the adaptive limit.
+#[bulkhead("attr-adaptive-semaphore")]
+fn quote_carrier(status: u16) -> Result<u16, BulkheadError> {
+    if status == 503 {
+        assert!(bulkhead::mark_overloaded());
+    }
+    Ok(status)
+}
+
+#[bulkhead("attr-adaptive-pool")]
+async fn render_label(status: u16) -> Result<u16, BulkheadError> {
+    if status == 503 {
+        assert!(
+            bulkhead::mark_overloaded(),
+            "marks the call running on the worker"
+        );
+    }
+    Ok(status)
+}
+
+#[test]
+fn a_body_marks_an_overloaded_outcome_for_the_adaptive_limit() {
+    use bulkhead::adaptive::MIN_WINDOW;
+    for _ in 1..MIN_WINDOW {
+        assert_eq!(quote_carrier(200).unwrap(), 200);
+    }
+    assert_eq!(snapshot("attr-adaptive-semaphore").limit, 10);
+    assert_eq!(quote_carrier(503).unwrap(), 503);
+    assert_eq!(snapshot("attr-adaptive-semaphore").limit, 5);
+}
+
+#[tokio::test]
+async fn an_async_pool_body_marks_an_overloaded_outcome_for_the_adaptive_limit() {
+    use bulkhead::adaptive::MIN_WINDOW;
+    for _ in 1..MIN_WINDOW {
+        assert_eq!(render_label(200).await.unwrap(), 200);
+    }
+    assert_eq!(snapshot("attr-adaptive-pool").limit, 10);
+    assert_eq!(render_label(503).await.unwrap(), 503);
+    assert_eq!(snapshot("attr-adaptive-pool").limit, 5);
+}

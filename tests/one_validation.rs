@@ -6,8 +6,9 @@
 //! newline or NUL, and thread-name prefixes with NUL.
 
 use bulkhead_config::{
-    BulkheadConfig, BulkheadSpec, CodelConfig, Duration, Limits, OnFull, QueueOrder,
-    RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig, parse_file,
+    AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, BulkheadSpec, CodelConfig, Duration, Limits,
+    OnFull, QueueOrder, RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+    parse_file,
 };
 use bulkhead_core::{Registry, RegistryError};
 use proptest::prelude::*;
@@ -102,14 +103,63 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
             queue_critical,
         },
     );
+    // Adaptive bounds on both sides of `min <= initial <= max <= declared`, and parameters
+    // in and out of their ranges (finite: the file path writes them out as JSON).
+    let ratio = || {
+        proptest::option::of(prop_oneof![
+            proptest::sample::select(&[0.0, 0.5, 0.9, 1.0, 1.5, -1.0, 6.0][..]),
+            0.0f64..=2.0,
+        ])
+    };
+    let adaptive = proptest::option::of(
+        (
+            prop_oneof![
+                Just(AdaptiveAlgorithm::Vegas),
+                Just(AdaptiveAlgorithm::Gradient2),
+                Just(AdaptiveAlgorithm::Aimd)
+            ],
+            (
+                size(&[0, 1, 2]),
+                proptest::option::of(size(&[0, 1, 8])),
+                proptest::option::of(size(&[0, 1, 8])),
+            ),
+            (ratio(), ratio(), ratio(), ratio(), ratio()),
+            (
+                proptest::option::of(0u32..=3),
+                proptest::option::of(duration()),
+            ),
+        )
+            .prop_map(
+                |(
+                    algorithm,
+                    (min, max, initial),
+                    (alpha, beta, tolerance, smoothing, backoff),
+                    (probe, timeout),
+                )| {
+                    let mut adaptive = AdaptiveConfig::new(algorithm);
+                    adaptive.min_limit = min;
+                    adaptive.max_limit = max;
+                    adaptive.initial_limit = initial;
+                    adaptive.alpha = alpha;
+                    adaptive.beta = beta;
+                    adaptive.tolerance = tolerance;
+                    adaptive.smoothing = smoothing;
+                    adaptive.backoff_ratio = backoff;
+                    adaptive.probe_interval = probe;
+                    adaptive.timeout = timeout;
+                    adaptive
+                },
+            ),
+    );
     let timeout = proptest::option::of(duration());
-    (limits(), rate_limit, timeout, saturation).prop_map(
-        |(limits, rate_limit, timeout, saturation)| BulkheadConfig {
+    (limits(), rate_limit, timeout, saturation, adaptive).prop_map(
+        |(limits, rate_limit, timeout, saturation, adaptive)| BulkheadConfig {
             limits,
             rate_limit,
             timeout,
             saturation,
             expected: None,
+            adaptive,
         },
     )
 }

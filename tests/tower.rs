@@ -371,3 +371,53 @@ async fn a_call_to_the_same_bulkhead_from_the_inner_service_runs_inline() {
     assert_eq!((calls.permitted, calls.reentrant), (1, 2), "{calls:?}");
     assert_eq!(ledger.available(), 1);
 }
+
+/// An adaptive (AIMD, backoff 0.5) bulkhead starting at `initial` within 1..=`initial`,
+/// whose limit halves after one window of calls with a drop.
+fn adaptive_bulkhead(name: &str, initial: u32) -> SemaphoreBulkhead {
+    use bulkhead_config::{AdaptiveAlgorithm, AdaptiveConfig};
+    let mut adaptive =
+        AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, initial, initial);
+    adaptive.backoff_ratio = Some(0.5);
+    bulkhead(name, initial, Duration::ZERO).with_adaptive(Some(&adaptive))
+}
+
+#[tokio::test]
+async fn an_inner_service_marks_an_overloaded_outcome_for_the_adaptive_limit() {
+    let quotes = adaptive_bulkhead("quotes-adaptive", 8);
+    let service = ServiceBuilder::new()
+        .layer(BulkheadLayer::new(quotes.clone()))
+        .service_fn(|status: u16| async move {
+            tokio::task::yield_now().await;
+            if status == 503 {
+                assert!(bulkhead::mark_overloaded(), "runs in the permit's scope");
+            }
+            Ok::<_, BulkheadError>(status)
+        });
+    for _ in 0..bulkhead::adaptive::MIN_WINDOW - 1 {
+        assert!(matches!(service.clone().oneshot(200).await, Ok(200)));
+    }
+    assert_eq!(quotes.limit(), 8);
+    assert!(matches!(service.oneshot(503).await, Ok(503)));
+    assert_eq!(quotes.limit(), 4);
+}
+
+#[tokio::test]
+async fn a_503_response_counts_as_a_drop_for_the_adaptive_limit() {
+    let carrier = adaptive_bulkhead("carrier-adaptive", 8);
+    let app: Router = Router::new()
+        .route("/ok", get(|| async { "quote" }))
+        .route("/busy", get(|| async { StatusCode::SERVICE_UNAVAILABLE }))
+        .route_layer(HttpBulkheadLayer::new(carrier.clone()));
+    let mut responses = Vec::new();
+    for _ in 0..bulkhead::adaptive::MIN_WINDOW - 1 {
+        let response = app.clone().oneshot(get_request("/ok")).await.unwrap();
+        responses.push(response.status());
+        drop(response.into_body().collect().await.unwrap());
+    }
+    assert_eq!(carrier.limit(), 8);
+    let busy = app.oneshot(get_request("/busy")).await.unwrap();
+    drop(busy.into_body().collect().await.unwrap());
+    assert!(responses.iter().all(|s| *s == StatusCode::OK));
+    assert_eq!(carrier.limit(), 4);
+}

@@ -226,17 +226,29 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
         "bulkhead".to_owned(),
         "kind".to_owned(),
         "limit".to_owned(),
+        "adaptive limit".to_owned(),
         "queue".to_owned(),
         "when full".to_owned(),
         "max queue wait".to_owned(),
         "worst-case queue wait".to_owned(),
     ]];
     for (name, b) in &parsed.config.bulkheads {
+        let adaptive = b.adaptive.map_or("-".to_owned(), |a| {
+            let size = b.declared_size();
+            format!(
+                "{} {}..{} (starts at {})",
+                a.algorithm,
+                a.min_limit(size),
+                a.max_limit(size),
+                a.initial_limit(size)
+            )
+        });
         let row = match &b.limits {
             Limits::Semaphore(s) => [
                 name.clone(),
                 "semaphore".to_owned(),
                 format!("{} permits", s.max_concurrent_calls),
+                adaptive,
                 "-".to_owned(),
                 if s.max_wait.is_zero() {
                     "fail fast".to_owned()
@@ -250,6 +262,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
                 name.clone(),
                 "thread-pool".to_owned(),
                 format!("{}..{} threads", t.core_threads, t.max_threads),
+                adaptive,
                 t.queue_capacity.to_string(),
                 match t.on_full {
                     OnFull::Abort => "abort".to_owned(),
@@ -265,7 +278,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
         };
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..7)
+    let widths: Vec<usize> = (0..8)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut table = String::new();

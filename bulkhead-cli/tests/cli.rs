@@ -142,6 +142,26 @@ fn explain_prints_each_pool_with_its_worst_case_queue_wait() {
 }
 
 #[test]
+fn explain_shows_each_adaptive_limit_with_its_bounds() {
+    let out = stdout(&bulkhead(&["explain", &corpus("valid/adaptive.yaml")]));
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("a row for {name}:\n{out}"))
+            .to_owned()
+    };
+    assert!(
+        row("recommendation").contains("gradient2 1..200 (starts at 20)"),
+        "{out}"
+    );
+    assert!(
+        row("search").contains("vegas 2..80 (starts at 10)"),
+        "{out}"
+    );
+    assert!(row("images").contains("aimd 1..32 (starts at 20)"), "{out}");
+}
+
+#[test]
 fn explain_applies_the_environment() {
     let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
         .args(["explain", &corpus("valid/three-classes.yaml")])

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Duration;
+use crate::{AdaptiveConfig, Duration};
 
 /// Every bulkhead a program declares, by name, after templates are resolved.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -69,6 +69,10 @@ pub struct BulkheadConfig {
     /// What the operator expects of the dependency behind it; used only by lints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<Expected>,
+    /// An adaptive limit between declared bounds, set from the calls' latency and drops;
+    /// `None`: the declared size is the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveConfig>,
 }
 
 impl BulkheadConfig {
@@ -80,6 +84,7 @@ impl BulkheadConfig {
             timeout: None,
             saturation: SaturationThresholds::default(),
             expected: None,
+            adaptive: None,
         }
     }
 
@@ -91,6 +96,16 @@ impl BulkheadConfig {
             timeout: None,
             saturation: SaturationThresholds::default(),
             expected: None,
+            adaptive: None,
+        }
+    }
+
+    /// The declared size: `max_concurrent_calls` of a semaphore, `max_threads` of a pool
+    /// (the hard upper bound of an adaptive limit).
+    pub fn declared_size(&self) -> u32 {
+        match &self.limits {
+            Limits::Semaphore(s) => s.max_concurrent_calls,
+            Limits::ThreadPool(t) => t.max_threads,
         }
     }
 

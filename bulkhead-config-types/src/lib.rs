@@ -20,11 +20,13 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod adaptive;
 mod config;
 mod duration;
 mod names;
 mod validate;
 
+pub use adaptive::*;
 pub use config::*;
 pub use duration::{Duration, DurationParseError};
 pub use names::closest_name;

@@ -299,6 +299,11 @@ impl BulkheadConfig {
                 );
             }
         }
+        if let Some(adaptive) = &self.adaptive {
+            for (key, message) in crate::adaptive::adaptive_problems(adaptive, self) {
+                rule(&["adaptive", key], message);
+            }
+        }
         out
     }
 }

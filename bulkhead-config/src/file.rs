@@ -16,8 +16,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    CodelConfig, Duration, Expected, Kind, OnFull, QueueOrder, RateLimitConfig,
-    SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+    AdaptiveAlgorithm, AdaptiveConfig, CodelConfig, Duration, Expected, Kind, OnFull, QueueOrder,
+    RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
 };
 
 /// A `bulkheads.yaml` document: reusable templates and the bulkheads the code uses.
@@ -114,6 +114,11 @@ pub struct BulkheadSpec {
     /// by lints, e.g. to warn when the worst-case queue wait exceeds the client's timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<Expected>,
+    /// Any kind: an adaptive limit, `{ algorithm: vegas | gradient2 | aimd | off, min_limit,
+    /// max_limit, initial_limit, … }`, set from the calls' latency and drops within the
+    /// declared size. Default: none (the declared size is the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveConfig>,
 }
 
 /// A bulkhead or template name: letters, digits, `-` and `_`.
@@ -216,7 +221,8 @@ impl BulkheadSpec {
             rate_limit,
             timeout,
             saturation,
-            expected
+            expected,
+            adaptive
         )
     }
 
@@ -261,6 +267,9 @@ impl BulkheadSpec {
             timeout: self.timeout,
             saturation: self.saturation.unwrap_or_default(),
             expected: self.expected,
+            adaptive: self
+                .adaptive
+                .filter(|a| a.algorithm != AdaptiveAlgorithm::Off),
         }
     }
 }
@@ -274,6 +283,7 @@ impl From<&crate::BulkheadConfig> for BulkheadSpec {
             timeout: config.timeout,
             saturation: Some(config.saturation),
             expected: config.expected,
+            adaptive: config.adaptive,
             ..BulkheadSpec::default()
         };
         match &config.limits {

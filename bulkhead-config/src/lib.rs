@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod adaptive;
 mod against;
 mod check;
 pub use check::MAX_EXTENDS_DEPTH;

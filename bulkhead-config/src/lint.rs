@@ -59,6 +59,11 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
     for (name, bulkhead) in &config.bulkheads {
         let expected = bulkhead.expected;
         let client_timeout = expected.and_then(|e| e.client_timeout);
+        if let Some(adaptive) = &bulkhead.adaptive {
+            for (key, message) in crate::adaptive::adaptive_lints(adaptive) {
+                warn(name, &["adaptive", key], message);
+            }
+        }
         match &bulkhead.limits {
             Limits::ThreadPool(pool) => {
                 total_threads += u64::from(pool.max_threads);

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use bulkhead_config::{
-    BulkheadConfig, BulkheadSpec, CodelConfig, Config, ConfigFile, Duration, Expected, Limits,
-    OnFull, QueueOrder, RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
-    parse_file,
+    AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, BulkheadSpec, CodelConfig, Config,
+    ConfigFile, Duration, Expected, Limits, OnFull, QueueOrder, RateLimitConfig,
+    SaturationThresholds, SemaphoreConfig, ThreadPoolConfig, parse_file,
 };
 use proptest::prelude::*;
 
@@ -152,20 +152,41 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
             client_timeout,
         },
     ));
+    let adaptive = proptest::option::of(
+        (
+            prop_oneof![
+                Just(AdaptiveAlgorithm::Vegas),
+                Just(AdaptiveAlgorithm::Gradient2),
+                Just(AdaptiveAlgorithm::Aimd)
+            ],
+            duration(),
+        )
+            .prop_map(|(algorithm, timeout)| {
+                let mut adaptive = AdaptiveConfig::new(algorithm);
+                if algorithm == AdaptiveAlgorithm::Aimd {
+                    adaptive.timeout = Some(Duration::from_std(
+                        timeout.as_std() + std::time::Duration::from_millis(1),
+                    ));
+                }
+                adaptive
+            }),
+    );
     (
         prop_oneof![semaphore(), thread_pool()],
         rate_limit,
         proptest::option::of(duration()),
         saturation(),
         expected,
+        adaptive,
     )
         .prop_map(
-            |(limits, rate_limit, timeout, saturation, expected)| BulkheadConfig {
+            |(limits, rate_limit, timeout, saturation, expected, adaptive)| BulkheadConfig {
                 limits,
                 rate_limit,
                 timeout,
                 saturation,
                 expected,
+                adaptive,
             },
         )
 }

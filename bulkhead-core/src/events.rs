@@ -87,6 +87,14 @@ pub enum EventKind<'a> {
         /// by the bulkhead's clock; zero for a call cancelled before it ran.
         duration: Duration,
     },
+    /// The bulkhead's [adaptive limit](crate::adaptive) changed (reported on the thread of
+    /// the call whose end changed it). Not about one call.
+    LimitChanged {
+        /// The limit before.
+        from: u32,
+        /// The limit from now on.
+        to: u32,
+    },
 }
 
 /// How an admitted call ended.

@@ -11,6 +11,7 @@
 //! permitted / refused / finished events to listeners.
 #![deny(missing_docs)]
 
+pub mod adaptive;
 pub mod async_caller;
 mod call_timeout;
 mod clock;

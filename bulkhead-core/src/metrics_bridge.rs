@@ -27,7 +27,10 @@ use crate::{BulkheadSnapshot, HistogramSnapshot, Registry};
 pub fn describe() {
     let gauges: [(&'static str, &'static str); 10] = [
         ("bulkhead_info", "A bulkhead and its kind; always 1."),
-        ("bulkhead_limit", "Concurrency limit of the bulkhead."),
+        (
+            "bulkhead_limit",
+            "Concurrency limit in force (the adaptive limit, if any).",
+        ),
         ("bulkhead_active_calls", "Calls running now."),
         (
             "bulkhead_available_calls",

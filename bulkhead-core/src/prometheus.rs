@@ -9,7 +9,7 @@
 //! | family | type | labels | meaning |
 //! |---|---|---|---|
 //! | `bulkhead_info` | gauge | `bulkhead`, `kind` | always 1; `kind` is `semaphore` or `thread-pool` |
-//! | `bulkhead_limit` | gauge | `bulkhead` | concurrency limit (`max_concurrent_calls` / `max_threads`) |
+//! | `bulkhead_limit` | gauge | `bulkhead` | concurrency limit in force (`max_concurrent_calls` / `max_threads`, or the adaptive limit within it) |
 //! | `bulkhead_active_calls` | gauge | `bulkhead` | calls running now |
 //! | `bulkhead_available_calls` | gauge | `bulkhead` | calls that could start now without waiting |
 //! | `bulkhead_waiting_calls` | gauge | `bulkhead` | callers blocked or awaiting admission |
@@ -91,7 +91,7 @@ pub fn write(out: &mut impl Write, snapshots: &[BulkheadSnapshot]) -> fmt::Resul
         out,
         &all,
         "bulkhead_limit",
-        "Concurrency limit: max_concurrent_calls (semaphore) or max_threads (thread pool).",
+        "Concurrency limit in force: max_concurrent_calls (semaphore) or max_threads (thread pool), or the adaptive limit within it.",
         |s| Some(s.limit),
     )?;
     gauge(

@@ -63,12 +63,14 @@ impl Bulkhead {
             Limits::Semaphore(limits) => Bulkhead::Semaphore(
                 SemaphoreBulkhead::with_clock(name, limits, clock)
                     .with_rate_limit(config.rate_limit.as_ref())
-                    .with_call_timeout(config.timeout.map(|t| t.as_std())),
+                    .with_call_timeout(config.timeout.map(|t| t.as_std()))
+                    .with_adaptive(config.adaptive.as_ref()),
             ),
             Limits::ThreadPool(limits) => Bulkhead::ThreadPool(
                 ThreadPoolBulkhead::with_clock(name, limits, clock)
                     .with_rate_limit(config.rate_limit.as_ref())
-                    .with_call_timeout(config.timeout.map(|t| t.as_std())),
+                    .with_call_timeout(config.timeout.map(|t| t.as_std()))
+                    .with_adaptive(config.adaptive.as_ref()),
             ),
         };
         bulkhead.telemetry().set_saturation(config.saturation);
@@ -167,16 +169,19 @@ impl Resize<'_> {
             .set_saturation(self.config.saturation);
         let rate_limit = self.config.rate_limit.as_ref();
         let call_timeout = self.config.timeout.map(|t| t.as_std());
+        let adaptive = self.config.adaptive.as_ref();
         match self.limits {
             KindLimits::Semaphore(b, limits) => {
                 b.resize(limits);
                 b.set_rate_limit(rate_limit);
                 b.set_call_timeout(call_timeout);
+                b.set_adaptive(adaptive);
             }
             KindLimits::ThreadPool(b, limits) => {
                 b.resize(limits);
                 b.set_rate_limit(rate_limit);
                 b.set_call_timeout(call_timeout);
+                b.set_adaptive(adaptive);
             }
         }
     }

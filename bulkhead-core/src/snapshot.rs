@@ -8,6 +8,7 @@
 use bulkhead_config_types::Kind;
 
 use crate::BulkheadName;
+use crate::adaptive::AdaptiveSnapshot;
 use crate::telemetry::{HistogramSnapshot, SaturationLevel};
 
 /// What one bulkhead looks like right now: its limits, its load and its call counters.
@@ -15,14 +16,15 @@ use crate::telemetry::{HistogramSnapshot, SaturationLevel};
 /// Fields that only make sense for a thread pool (`pool_size`, `largest_pool_size`,
 /// `queue_capacity`) are `None` for a semaphore; `queued` is 0 for a semaphore, whose
 /// waiting callers are counted in `waiting` instead.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct BulkheadSnapshot {
     /// The bulkhead's name.
     pub name: BulkheadName,
     /// Semaphore or thread pool.
     pub kind: Kind,
-    /// The concurrency limit: `max_concurrent_calls` for a semaphore, `max_threads` for a pool.
+    /// The concurrency limit in force: `max_concurrent_calls` for a semaphore, `max_threads`
+    /// for a pool, or the adaptive limit within it.
     pub limit: u32,
     /// Calls running right now (holding a permit, or running on a worker).
     pub active: u32,
@@ -51,6 +53,9 @@ pub struct BulkheadSnapshot {
     /// (`saturation` in the config; 80 %/95 % active, 70 %/90 % queue by default).
     /// Information for dashboards and alerts, never a failed health check.
     pub saturation: SaturationLevel,
+    /// The adaptive limit's algorithm, bounds and estimates (no-load latency, gradient);
+    /// `None` for a static limit.
+    pub adaptive: Option<AdaptiveSnapshot>,
 }
 
 /// Cumulative call counters of one bulkhead since it was built.

@@ -1,5 +1,6 @@
 //! loom models of the semaphore bulkhead's admission: the atomic state word, the FIFO
-//! waiter queue with direct hand-off, resize, shutdown and timeouts, explored over every
+//! waiter queue with direct hand-off, resize, adaptive limit changes, shutdown and
+//! timeouts, explored over every
 //! interleaving (up to a preemption bound).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
@@ -18,7 +19,8 @@ use std::future::Future;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use bulkhead_config_types::SemaphoreConfig;
+use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
+use bulkhead_core::adaptive::MIN_WINDOW;
 use bulkhead_core::{BulkheadError, Clock, SemaphoreBulkhead, Sleep};
 use loom::sync::Arc as LoomArc;
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -216,5 +218,100 @@ fn a_dropped_acquire_racing_a_release_passes_the_permit_on() {
         drop(held);
         quitter.join().unwrap();
         assert_at_rest(&b, 1);
+    });
+}
+
+/// An adaptive (AIMD) bulkhead declared `declared`, starting at `initial`, that has seen
+/// all but the last call of its first window: the next call to finish changes the limit
+/// (+1 if it completes, × `backoff` if it is marked overloaded).
+fn adaptive_one_call_from_a_change(
+    clock: &ModelClock,
+    declared: u32,
+    initial: u32,
+    backoff: f64,
+) -> SemaphoreBulkhead {
+    let mut adaptive =
+        AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, initial, declared);
+    adaptive.backoff_ratio = Some(backoff);
+    let b = bulkhead(declared, clock).with_adaptive(Some(&adaptive));
+    for _ in 1..MIN_WINDOW {
+        drop(block_on(b.acquire_async()).unwrap());
+    }
+    assert_eq!(b.limit(), initial);
+    b
+}
+
+/// Takes a permit, counted in `inside` while held, marks it overloaded and returns it.
+/// If the limit already read 1 before asking, nobody else may be inside once admitted.
+fn overloaded_call(b: &SemaphoreBulkhead, inside: &AtomicUsize) {
+    let shrunk_before = b.limit() == 1;
+    let mut permit = block_on(b.acquire_async()).unwrap();
+    let now_inside = inside.fetch_add(1, SeqCst) + 1;
+    assert!(now_inside <= 3, "{now_inside} inside a limit of 3");
+    assert!(
+        !shrunk_before || now_inside == 1,
+        "{now_inside} inside, admitted after the limit fell to 1"
+    );
+    // Leaves `inside` before the permit goes back, so a call admitted with that permit
+    // never counts this one.
+    inside.fetch_sub(1, SeqCst);
+    permit.mark_overloaded();
+    drop(permit);
+}
+
+#[test]
+fn an_adaptive_shrink_racing_acquires_never_admits_above_the_new_limit() {
+    model(|| {
+        let clock = ModelClock::new();
+        // 3 → 1 at the first overloaded call that ends the window.
+        let b = adaptive_one_call_from_a_change(&clock, 3, 3, 0.34);
+        let inside = LoomArc::new(AtomicUsize::new(0));
+        // Held while the others race: once the limit reads 1, nobody else may be admitted.
+        let mut held = block_on(b.acquire_async()).unwrap();
+        held.mark_overloaded();
+        inside.fetch_add(1, SeqCst);
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, inside) = (b.clone(), inside.clone());
+                loom::thread::spawn(move || overloaded_call(&b, &inside))
+            })
+            .collect();
+        // Released at any point of the race (before it, a waiter could wait for good).
+        inside.fetch_sub(1, SeqCst);
+        drop(held);
+        for t in others {
+            t.join().unwrap();
+        }
+        assert_eq!(b.limit(), 1);
+        assert_at_rest(&b, 1);
+    });
+}
+
+#[test]
+fn an_adaptive_growth_admits_a_waiter_without_a_release() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = adaptive_one_call_from_a_change(&clock, 2, 1, 0.5);
+        let held = block_on(b.acquire_async()).unwrap();
+        let (release_first, waiter) = {
+            let b = b.clone();
+            let second = LoomArc::new(AtomicUsize::new(0));
+            let seen = second.clone();
+            (
+                second,
+                loom::thread::spawn(move || {
+                    let permit = block_on(b.acquire_async()).unwrap();
+                    seen.store(1, SeqCst);
+                    drop(permit);
+                }),
+            )
+        };
+        // The held call completes its window: +1, and the grown permit may go straight to
+        // the waiter (or the waiter takes the released one).
+        drop(held);
+        waiter.join().unwrap();
+        assert_eq!(release_first.load(SeqCst), 1);
+        assert_eq!(b.limit(), 2);
+        assert_at_rest(&b, 2);
     });
 }

@@ -90,6 +90,14 @@ where
         }
     }
 
+    fn on_record(&self, id: &Id, values: &tracing::span::Record<'_>, ctx: LayerContext<'_, S>) {
+        if let Some(span) = ctx.span(id)
+            && let Some(record) = span.extensions_mut().get_mut::<SpanRecord>()
+        {
+            values.record(&mut FieldVisitor(&mut record.fields));
+        }
+    }
+
     fn on_event(&self, event: &tracing::Event<'_>, ctx: LayerContext<'_, S>) {
         let mut fields = Fields::new();
         event.record(&mut FieldVisitor(&mut fields));
@@ -210,6 +218,48 @@ fn semaphore_call_runs_in_a_bulkhead_span_under_the_callers_span() {
     assert_eq!(scope[0].fields["bulkhead"], "obs-trace-sem");
     assert_eq!(scope[0].fields["kind"], "semaphore");
     assert_eq!(scope[1].name, "request");
+}
+
+#[test]
+fn an_adaptive_semaphore_records_its_limit_on_the_call_span_and_logs_changes_at_debug() {
+    use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig};
+    use bulkhead_core::adaptive::MIN_WINDOW;
+    capture();
+    let mut adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 6, 6);
+    adaptive.backoff_ratio = Some(0.5);
+    let quotes = SemaphoreBulkhead::new("obs-adaptive", &semaphore_config(6, 0))
+        .with_adaptive(Some(&adaptive));
+    let changes = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&changes);
+    let _listening =
+        bulkhead_core::events::subscribe(move |e: &bulkhead_core::events::Event<'_>| {
+            if let (true, bulkhead_core::events::EventKind::LimitChanged { from, to }) =
+                (e.bulkhead == "obs-adaptive", e.kind)
+            {
+                seen.lock().unwrap().push((from, to));
+            }
+        });
+    for _ in 1..MIN_WINDOW {
+        quotes.call(|| ()).unwrap();
+    }
+    quotes
+        .call(|| {
+            tracing::info!(marker = "obs-adaptive-body", "quoting");
+            assert!(quotes.mark_overloaded());
+        })
+        .unwrap();
+    let body = events_with("marker", "obs-adaptive-body");
+    assert_eq!(body.len(), 1);
+    assert_eq!(body[0].scope[0].fields["limit"], "6");
+    let changed = events_with("bulkhead", "obs-adaptive");
+    let changed: Vec<_> = changed.iter().filter(|e| e.field("to").is_some()).collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(changed[0].level, tracing::Level::DEBUG);
+    assert_eq!(
+        (changed[0].field("from"), changed[0].field("to")),
+        (Some("6"), Some("3"))
+    );
+    assert_eq!(*changes.lock().unwrap(), [(6, 3)]);
 }
 
 #[test]

@@ -6,8 +6,8 @@
 //! lose a setting). The expression names only `::bulkhead::__private::config_types`.
 
 use bulkhead_config::{
-    BulkheadConfig, CodelConfig, Duration, Expected, Limits, OnFull, QueueOrder, RateLimitConfig,
-    SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+    AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, CodelConfig, Duration, Expected, Limits,
+    OnFull, QueueOrder, RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
 };
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -21,8 +21,10 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
         timeout,
         saturation,
         expected,
+        adaptive,
     } = config;
     let limits = self::limits(limits);
+    let adaptive = option(adaptive.as_ref(), self::adaptive);
     let rate_limit = option(rate_limit.as_ref(), self::rate_limit);
     let timeout = option(timeout.as_ref(), |d| duration(*d));
     let saturation = self::saturation(saturation);
@@ -34,6 +36,7 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
             timeout: #timeout,
             saturation: #saturation,
             expected: #expected,
+            adaptive: #adaptive,
         }
     }
 }
@@ -168,6 +171,50 @@ fn expected(expected: &Expected) -> TokenStream {
     let latency = duration(*latency);
     let client_timeout = option(client_timeout.as_ref(), |d| duration(*d));
     quote!(#c::Expected { latency: #latency, client_timeout: #client_timeout })
+}
+
+fn adaptive(adaptive: &AdaptiveConfig) -> TokenStream {
+    let c = types();
+    let AdaptiveConfig {
+        algorithm,
+        min_limit,
+        max_limit,
+        initial_limit,
+        probe_interval,
+        alpha,
+        beta,
+        tolerance,
+        smoothing,
+        backoff_ratio,
+        timeout,
+    } = adaptive;
+    let algorithm = match algorithm {
+        AdaptiveAlgorithm::Vegas => quote!(Vegas),
+        AdaptiveAlgorithm::Gradient2 => quote!(Gradient2),
+        AdaptiveAlgorithm::Aimd => quote!(Aimd),
+        AdaptiveAlgorithm::Off => quote!(Off),
+    };
+    let [max_limit, initial_limit, probe_interval] =
+        [max_limit, initial_limit, probe_interval].map(|v| option(v.as_ref(), |n| quote!(#n)));
+    let [alpha, beta, tolerance, smoothing, backoff_ratio] =
+        [alpha, beta, tolerance, smoothing, backoff_ratio]
+            .map(|v| option(v.as_ref(), |f| float(*f)));
+    let timeout = option(timeout.as_ref(), |d| duration(*d));
+    quote! {
+        #c::AdaptiveConfig {
+            algorithm: #c::AdaptiveAlgorithm::#algorithm,
+            min_limit: #min_limit,
+            max_limit: #max_limit,
+            initial_limit: #initial_limit,
+            probe_interval: #probe_interval,
+            alpha: #alpha,
+            beta: #beta,
+            tolerance: #tolerance,
+            smoothing: #smoothing,
+            backoff_ratio: #backoff_ratio,
+            timeout: #timeout,
+        }
+    }
 }
 
 /// Exact, whatever the value: the bits of the `f64`.

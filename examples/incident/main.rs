@@ -12,7 +12,10 @@
 //! 1. **shared pool** — every handler's blocking work on one shared worker pool with an
 //!    unbounded queue, as in Tomcat: `order` and `login` wait behind slow product pages;
 //! 2. **bulkheads** — the bulkheads of `examples/incident.yaml`: `order` keeps its latency,
-//!    `product-detail` answers from a cache, marked `"fallback": true`.
+//!    `product-detail` answers from a cache, marked `"fallback": true`;
+//! 3. **adaptive** — the same, except that the recommendation dependency's bulkhead has no
+//!    hand-sized limit: an adaptive (Gradient2) limit, bounded only by the threads that can
+//!    call it. The last line compares `order`'s p99 with the hand-sized run.
 //!
 //! See `scenario.rs` for the service, the load generator and how latency is measured.
 //! `-- --short` runs the test's shorter schedule (about 6 s per run).
@@ -49,7 +52,11 @@ fn main() -> Result<(), String> {
 
     let started = Instant::now();
     let mut reports = Vec::new();
-    for setup in [Setup::SharedPool, Setup::Bulkheads] {
+    for setup in [
+        Setup::SharedPool,
+        Setup::Bulkheads,
+        Setup::AdaptiveRecommendations,
+    ] {
         println!("\n== run: {} ==", setup.label());
         let report = runtime.block_on(scenario::run(&scenario, setup, &print_progress))?;
         println!("run took {:.1}s", report.wall.as_secs_f64());
@@ -58,7 +65,7 @@ fn main() -> Result<(), String> {
 
     println!();
     print_table(&reports);
-    println!("\n(both runs: {:.1}s)", started.elapsed().as_secs_f64());
+    println!("\n(all runs: {:.1}s)", started.elapsed().as_secs_f64());
 
     let order_p99 = |setup: Setup| {
         reports
@@ -67,9 +74,25 @@ fn main() -> Result<(), String> {
             .map(|r| r.endpoint(Endpoint::Order).incident.p99())
             .unwrap_or_default()
     };
+    let (hand_sized, adaptive) = (
+        order_p99(Setup::Bulkheads),
+        order_p99(Setup::AdaptiveRecommendations),
+    );
+    println!(
+        "adaptive recommendations limit (no hand-sized number): order p99 during the incident \
+         {}ms vs {}ms hand-sized ({:.2}x; within 1.5x: {})",
+        adaptive.as_millis(),
+        hand_sized.as_millis(),
+        adaptive.as_secs_f64() / hand_sized.as_secs_f64().max(1e-3),
+        if adaptive.as_secs_f64() <= 1.5 * hand_sized.as_secs_f64() {
+            "yes"
+        } else {
+            "no"
+        }
+    );
     println!(
         "isolation: order p99 {}ms with bulkheads vs {}ms without",
-        order_p99(Setup::Bulkheads).as_millis(),
+        hand_sized.as_millis(),
         order_p99(Setup::SharedPool).as_millis()
     );
     Ok(())

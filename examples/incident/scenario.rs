@@ -95,6 +95,9 @@ pub enum Setup {
     SharedPool,
     /// The per-dependency bulkheads of `examples/incident.yaml` (the "after").
     Bulkheads,
+    /// The same, but `recommendations` has no hand-sized limit: an adaptive (Gradient2)
+    /// limit bounded only by the callers that can reach it (`product-detail`'s threads).
+    AdaptiveRecommendations,
 }
 
 impl Setup {
@@ -103,6 +106,7 @@ impl Setup {
         match self {
             Setup::SharedPool => "shared pool",
             Setup::Bulkheads => "bulkheads",
+            Setup::AdaptiveRecommendations => "adaptive",
         }
     }
 }
@@ -355,8 +359,9 @@ pub async fn run(
             let app = SharedPoolApp::new(scenario, Arc::clone(&dependency));
             (app.router(), Server::SharedPool(app))
         }
-        Setup::Bulkheads => {
-            let app = BulkheadApp::new(scenario, Arc::clone(&dependency))?;
+        Setup::Bulkheads | Setup::AdaptiveRecommendations => {
+            let adaptive = setup == Setup::AdaptiveRecommendations;
+            let app = BulkheadApp::new(scenario, Arc::clone(&dependency), adaptive)?;
             (app.router(), Server::Bulkheads(app))
         }
     };
@@ -885,12 +890,46 @@ pub fn incident_config() -> Result<Config, String> {
         .map_err(|diagnostics| diagnostics.to_string())
 }
 
+/// The same deploy with `recommendations` adaptive instead of hand-sized: Gradient2 with
+/// its defaults, up to one call per `product-detail` thread (its only callers).
+pub fn adaptive_incident_config() -> Result<Config, String> {
+    use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, Limits};
+    let mut config = incident_config()?;
+    let callers = match config.bulkheads.get("product-detail").map(|b| &b.limits) {
+        Some(Limits::ThreadPool(pool)) => pool.max_threads,
+        _ => {
+            return Err(format!(
+                "{INCIDENT_YAML_PATH}: `product-detail` is not a thread pool"
+            ));
+        }
+    };
+    let recommendations = config
+        .bulkheads
+        .get_mut("recommendations")
+        .ok_or_else(|| format!("{INCIDENT_YAML_PATH}: `recommendations` is not declared"))?;
+    if let Limits::Semaphore(semaphore) = &mut recommendations.limits {
+        semaphore.max_concurrent_calls = callers;
+    }
+    recommendations.adaptive = Some(AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2));
+    Ok(config)
+}
+
 impl BulkheadApp {
     /// Installs `examples/incident.yaml` as the deploy config of the process-wide registry
     /// (what a service does at start-up) and registers the endpoints' bulkheads from it.
     /// The annotated `recommendations` function finds its entry there too.
-    fn new(scenario: &Scenario, dependency: Arc<RecommendationService>) -> Result<Self, String> {
-        let config = incident_config()?;
+    /// With `adaptive`, the deploy of [`adaptive_incident_config`] instead: installing it
+    /// switches the already registered `recommendations` to an adaptive limit live.
+    fn new(
+        scenario: &Scenario,
+        dependency: Arc<RecommendationService>,
+        adaptive: bool,
+    ) -> Result<Self, String> {
+        let config = if adaptive {
+            adaptive_incident_config()?
+        } else {
+            incident_config()?
+        };
         bulkhead::install(&config).map_err(|err| format!("{INCIDENT_YAML_PATH}: {err}"))?;
         let register = |name: &str| {
             let declared = config

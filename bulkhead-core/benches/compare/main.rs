@@ -32,7 +32,9 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig, ThreadPoolConfig};
+use bulkhead_config_types::{
+    AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, SemaphoreConfig, ThreadPoolConfig,
+};
 use bulkhead_core::{Bulkhead, Registry, SemaphoreBulkhead, ThreadPoolBulkhead};
 use crossbeam_channel::{Receiver, Sender};
 
@@ -120,7 +122,7 @@ fn main() {
     // Each workload's rows together (the Java rows were measured last; issue 4's row is
     // about row 1); stable otherwise.
     rows.sort_by_key(|r| match r.workload.chars().next() {
-        _ if r.workload.starts_with("issue 4") => '1',
+        _ if r.workload.starts_with("issue 4") || r.workload.starts_with("adaptive") => '1',
         Some(lead) if lead.is_ascii_digit() => lead,
         _ => '9',
     });
@@ -200,9 +202,14 @@ const BY_HAND_FN: &str = "the same fn by hand (static bulkhead + call)";
 const CORE_TRY: &str = "SemaphoreBulkhead::try_acquire + drop";
 const TOKIO_TRY: &str = "tokio Semaphore::try_acquire + drop";
 const CONDVAR: &str = "Mutex/Condvar semaphore";
+const ADAPTIVE_CALL: &str = "SemaphoreBulkhead::call, adaptive limit (gradient2)";
 
 fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
     let ours = SemaphoreBulkhead::new("bench-semaphore", &semaphore_config(25));
+    let adaptive_config = AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2).with_bounds(1, 25, 25);
+    let adaptive = SemaphoreBulkhead::new("bench-adaptive", &semaphore_config(25))
+        .with_adaptive(Some(&adaptive_config));
+    let mut a = 0u64;
     let tokio_sem = tokio::sync::Semaphore::new(25);
     let condvar = CondvarSemaphore::new(25);
     let mut x = 0u64;
@@ -225,6 +232,10 @@ fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
             each(CORE_CALL, || {
                 x += 1;
                 black_box(ours.call(|| black_box(x)).ok());
+            }),
+            each(ADAPTIVE_CALL, || {
+                a += 1;
+                black_box(adaptive.call(|| black_box(a)).ok());
             }),
             each(CORE_TRY, || {
                 let permit = ours.try_acquire();
@@ -284,6 +295,12 @@ fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
         ours: Cell::of(core_try),
         peer: Cell::of(tokio),
         target: "–".into(),
+    });
+    rows.push(Row {
+        workload: "adaptive: sync semaphore call, adaptive vs static (core API)".into(),
+        ours: Cell::of(find(&results, ADAPTIVE_CALL)),
+        peer: Cell::of(core),
+        target: "≤ 1.5×".into(),
     });
     rows.push(Row {
         workload: "issue 4: #[bulkhead] fn vs the same fn by hand".into(),
@@ -777,6 +794,25 @@ fn refusals_footprint(mut refuse: impl FnMut() -> bool) -> (f64, u64) {
     (resident_kib() - before, allocations)
 }
 
+/// Resident growth and allocations over `REFUSALS` admitted calls of an adaptive bulkhead
+/// (samples, windows and limit changes included).
+fn adaptive_calls_footprint(bulkhead: &SemaphoreBulkhead) -> (f64, u64) {
+    for _ in 0..1000 {
+        assert!(
+            bulkhead.call(|| ()).is_ok(),
+            "warm-up: the call must be admitted"
+        );
+    }
+    let before = resident_kib();
+    let (admitted, allocations) = alloc::count_allocations(|| {
+        (0..REFUSALS)
+            .filter(|_| bulkhead.call(|| black_box(1u64)).is_ok())
+            .count() as u64
+    });
+    assert_eq!(admitted, REFUSALS, "every call must be admitted");
+    (resident_kib() - before, allocations)
+}
+
 fn memory(rows: &mut Vec<Row>) {
     let (sem, _sem_held) = full_semaphore();
     let (pool, _pool_held) = full_pool();
@@ -808,6 +844,22 @@ fn memory(rows: &mut Vec<Row>) {
             }),
         ),
     ];
+    let adaptive_config = AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2).with_bounds(1, 25, 25);
+    let adaptive = SemaphoreBulkhead::new("bench-adaptive-memory", &semaphore_config(25))
+        .with_adaptive(Some(&adaptive_config));
+    let (kib, allocs) = adaptive_calls_footprint(&adaptive);
+    eprintln!("  6. memory: adaptive calls: {kib:+.0} KiB, {allocs} allocations");
+    rows.push(Row {
+        workload: format!("6. resident memory after {REFUSALS} adaptive calls"),
+        ours: Cell {
+            label: "semaphore with an adaptive limit (gradient2): call admitted".into(),
+            value: Some(kib),
+            unit: Unit::KiB,
+            note: format!("{allocs} allocations"),
+        },
+        peer: peer(tokio),
+        target: "flat".into(),
+    });
     eprintln!("  6. memory: resident at start of workload {baseline:.0} KiB");
     for (name, (kib, allocs)) in ours_cases {
         eprintln!("  6. memory: {name}: {kib:+.0} KiB, {allocs} allocations");

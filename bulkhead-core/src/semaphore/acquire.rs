@@ -144,6 +144,15 @@ fn ready(
 ) -> Poll<Result<AsyncPermit<'_>, BulkheadError>> {
     Poll::Ready(permit.map(|mut raw| {
         raw.scope = raw.shared.telemetry.call_scope(raw.held);
+        if raw.held && raw.shared.adaptive.is_enabled() {
+            raw.start = Some(raw.shared.call_start());
+            if let Some(scope) = &raw.scope {
+                scope.span.record(
+                    "limit",
+                    raw.shared.limit.load(std::sync::atomic::Ordering::Relaxed),
+                );
+            }
+        }
         AsyncPermit { raw }
     }))
 }

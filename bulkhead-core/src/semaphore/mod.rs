@@ -73,9 +73,11 @@ use std::task::Waker;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use bulkhead_config_types::{Kind, RateLimitConfig, SemaphoreConfig};
+use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, SemaphoreConfig};
 use crossbeam_utils::CachePadded;
 
+use crate::adaptive::Sample;
+use crate::adaptive::calls::{self, CallStart, Controller};
 use crate::call_timeout::{CallTimeout, Deadline, Elapsed};
 use crate::clock::{Clock, duration_nanos, system_clock};
 use crate::rate_limit::RateLimiter;
@@ -144,8 +146,12 @@ struct Shared {
     /// Available permits `<< FLAG_BITS`, plus the flags.
     state: CachePadded<AtomicIsize>,
     waiters: Mutex<Waiters>,
-    /// `max_concurrent_calls`, as last configured.
+    /// The limit in force: `max_concurrent_calls`, or the adaptive limit within it.
     limit: AtomicU32,
+    /// `max_concurrent_calls`, as last configured (an adaptive limit's hard bound).
+    declared: AtomicU32,
+    /// The adaptive limit, if one is configured.
+    adaptive: Controller,
     /// `max_wait` in nanoseconds.
     max_wait_nanos: AtomicU64,
     fair: AtomicBool,
@@ -270,6 +276,8 @@ impl SemaphoreBulkhead {
                 state: CachePadded::new(AtomicIsize::new(permits_to_state(limit))),
                 waiters: Mutex::new(Waiters::default()),
                 limit: AtomicU32::new(limit),
+                declared: AtomicU32::new(limit),
+                adaptive: Controller::new(),
                 max_wait_nanos: AtomicU64::new(duration_nanos(config.max_wait.as_std())),
                 fair: AtomicBool::new(config.fair),
                 name,
@@ -287,9 +295,9 @@ impl SemaphoreBulkhead {
         &self.shared.name
     }
 
-    /// The current `max_concurrent_calls`.
+    /// The limit in force: `max_concurrent_calls`, or the adaptive limit within it.
     pub fn limit(&self) -> u32 {
-        self.shared.limit.load(Relaxed)
+        self.shared.limit.load(AcquireOrd)
     }
 
     /// Permits free right now (0 while a shrink is still retiring permits).
@@ -370,8 +378,8 @@ impl SemaphoreBulkhead {
     ) -> impl Future<Output = Result<OwnedPermit, BulkheadError>> + Send + 'static {
         let bulkhead = self.clone();
         async move {
-            let (held, scope) = bulkhead.acquire_async().await?.into_parts();
-            Ok(OwnedPermit::new(bulkhead, held, scope))
+            let parts = bulkhead.acquire_async().await?.into_parts();
+            Ok(OwnedPermit::new(bulkhead, parts))
         }
     }
 
@@ -522,20 +530,50 @@ impl SemaphoreBulkhead {
             .max_wait_nanos
             .store(duration_nanos(config.max_wait.as_std()), Relaxed);
         shared.fair.store(config.fair, Relaxed);
-        let mut granted = Vec::new();
-        {
-            let mut waiters = shared.waiters.lock();
-            let new = config.max_concurrent_calls;
-            let old = shared.limit.swap(new, Relaxed);
-            if new > old {
-                shared.add_permits_locked(&mut waiters, (new - old) as usize, |w| granted.push(w));
-            } else if old > new {
-                shared.state.fetch_sub((old - new) as isize * ONE, AcqRel);
-            }
-        }
-        for waiter in granted {
-            waiter.wake();
-        }
+        let declared = config.max_concurrent_calls;
+        shared.declared.store(declared, Relaxed);
+        shared.set_limit(shared.adaptive.limit_for_declared(declared));
+    }
+
+    /// Adds (or, with `None`, removes) an adaptive limit; for building:
+    /// `SemaphoreBulkhead::new(..).with_adaptive(config.adaptive.as_ref())`.
+    ///
+    /// The limit then follows the latency and drops of the calls, between the
+    /// configured bounds and never above `max_concurrent_calls`
+    /// ([`crate::adaptive`]).
+    ///
+    /// ```
+    /// use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
+    /// use bulkhead_core::SemaphoreBulkhead;
+    ///
+    /// let config = SemaphoreConfig { max_concurrent_calls: 100, ..SemaphoreConfig::default() };
+    /// let adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(2, 10, 50);
+    /// let search = SemaphoreBulkhead::new("search", &config).with_adaptive(Some(&adaptive));
+    /// assert_eq!(search.limit(), 10);
+    /// search.set_adaptive(None);
+    /// assert_eq!(search.limit(), 100);
+    /// ```
+    pub fn with_adaptive(self, config: Option<&AdaptiveConfig>) -> Self {
+        self.set_adaptive(config);
+        self
+    }
+
+    /// Changes the adaptive limit live (`None`: back to `max_concurrent_calls`). The same
+    /// algorithm with the same parameters keeps what it learned. Like
+    /// [`resize`](Self::resize), it never cancels admitted calls.
+    pub fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
+        let shared = &*self.shared;
+        let declared = shared.declared.load(Relaxed);
+        shared
+            .adaptive
+            .configure(config, declared, |limit| shared.set_limit(limit));
+    }
+
+    /// Marks the call running under the innermost permit of this bulkhead held on this
+    /// thread (or, within an async body, on this task) as overloaded: see
+    /// [`adaptive::mark_overloaded`](crate::adaptive::mark_overloaded).
+    pub fn mark_overloaded(&self) -> bool {
+        calls::mark_sync(self.shared.id()) || calls::mark_overloaded()
     }
 
     /// Stops admission and waits (through the bulkhead's clock) at most `timeout` for the
@@ -618,6 +656,7 @@ impl SemaphoreBulkhead {
             wait_time: shared.telemetry.wait_time(calls.permitted),
             queue_time: None,
             saturation: shared.telemetry.saturation(active, limit, 0, 0),
+            adaptive: shared.adaptive.snapshot(),
         }
     }
 
@@ -691,6 +730,67 @@ impl Shared {
     #[cold]
     fn may_barge(&self, state: isize) -> bool {
         state & CLOSED == 0 && !self.fair.load(Relaxed)
+    }
+
+    /// Sets the limit in force (the resize path): growing hands the new permits to
+    /// waiters first; shrinking retires permits as their holders release them.
+    fn set_limit(&self, new: u32) {
+        let mut granted = Vec::new();
+        {
+            let mut waiters = self.waiters.lock();
+            // The limit changes only here, under the queue lock. A lower limit is published
+            // after the count has lost its permits, so whoever reads it (acquire) finds
+            // them gone.
+            let old = self.limit.load(Relaxed);
+            if new > old {
+                self.add_permits_locked(&mut waiters, (new - old) as usize, |w| granted.push(w));
+            } else if old > new {
+                self.state.fetch_sub((old - new) as isize * ONE, AcqRel);
+            }
+            self.limit.store(new, Release);
+        }
+        for waiter in granted {
+            waiter.wake();
+        }
+    }
+
+    /// The start of an admitted call, for an adaptive limit (the call is counted running).
+    #[cold]
+    pub(super) fn call_start(&self) -> CallStart {
+        CallStart {
+            started: self.clock.now(),
+            inflight: self.running().max(1),
+        }
+    }
+
+    /// A sync permit was taken on this thread: if the limit is adaptive, its start is kept
+    /// for its release.
+    #[inline]
+    fn begin_adaptive_sync(&self, id: BulkheadId) {
+        if self.adaptive.is_enabled() {
+            calls::begin_sync(id, self.call_start());
+            self.telemetry
+                .record_sync_limit(id, self.limit.load(Relaxed));
+        }
+    }
+
+    /// A sync permit of this thread is being returned: its sample, if it has a start.
+    #[cold]
+    #[inline(never)]
+    fn end_adaptive_sync(&self, id: BulkheadId) {
+        if let Some((start, overloaded)) = calls::end_sync(id) {
+            let dropped = overloaded || std::thread::panicking();
+            self.record_sample(start.finish(self.clock.now(), dropped));
+        }
+    }
+
+    /// A finished adaptive call: feeds the limit, applies a change through the resize
+    /// path, and reports it.
+    #[cold]
+    pub(super) fn record_sample(&self, sample: Sample) {
+        if let Some((from, to)) = self.adaptive.record(sample, |to| self.set_limit(to)) {
+            self.telemetry.on_limit_changed(from, to);
+        }
     }
 
     /// Gives one permit back.
@@ -883,6 +983,7 @@ impl Shared {
                 reentry::enter(id).forget();
                 self.counters.permitted.fetch_add(1, Relaxed);
                 self.telemetry.begin_sync_call(id);
+                self.begin_adaptive_sync(id);
                 Fast::Admitted
             }
             // Fail fast (`max_wait: 0`, the default): refuse without the slow path.
@@ -936,6 +1037,9 @@ impl Shared {
         reentry::leave(self.id());
         if std::thread::panicking() {
             self.counters.panicked.fetch_add(1, Relaxed);
+        }
+        if self.adaptive.may_sample() {
+            self.end_adaptive_sync(self.id());
         }
         self.release();
     }
@@ -1080,6 +1184,7 @@ fn hand_over(raw: RawPermit<'_>, inside: reentry::Entered) {
     debug_assert!(raw.held);
     inside.forget();
     raw.shared.telemetry.begin_sync_call(raw.shared.id());
+    raw.shared.begin_adaptive_sync(raw.shared.id());
     std::mem::forget(raw);
 }
 

@@ -11,10 +11,12 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
 use super::{SemaphoreBulkhead, Shared};
+use crate::adaptive::calls::{self, CallStart};
 use crate::events::CallOutcome;
 use crate::reentry::{self, BulkheadId};
 use crate::telemetry::CallScope;
@@ -30,6 +32,10 @@ pub(super) struct RawPermit<'a> {
     /// span is entered by [`RunAsync`] during each poll. (A sync permit's scope is kept by
     /// `Telemetry::begin_sync_call` instead.)
     pub(super) scope: Option<Box<CallScope>>,
+    /// An async call's start, if the bulkhead's limit is adaptive.
+    pub(super) start: Option<CallStart>,
+    /// The call was marked overloaded (a drop for the adaptive limit).
+    pub(super) overloaded: bool,
 }
 
 impl<'a> RawPermit<'a> {
@@ -40,6 +46,8 @@ impl<'a> RawPermit<'a> {
             held,
             cancelled: false,
             scope: None,
+            start: None,
+            overloaded: false,
         }
     }
 
@@ -52,14 +60,26 @@ impl<'a> RawPermit<'a> {
 impl Drop for RawPermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        finish(self.shared, self.held, self.cancelled, self.scope.take());
+        let ended = Ended {
+            cancelled: self.cancelled,
+            start: self.start,
+            overloaded: self.overloaded,
+        };
+        finish(self.shared, self.held, ended, self.scope.take());
     }
+}
+
+/// How a call under an async or owned permit ended, besides a panic.
+struct Ended {
+    cancelled: bool,
+    start: Option<CallStart>,
+    overloaded: bool,
 }
 
 /// Counts the outcome of a call that held a permit and returns the permit; a re-entrant
 /// permit (`held: false`) returns nothing.
 #[inline]
-fn finish(shared: &Shared, held: bool, cancelled: bool, scope: Option<Box<CallScope>>) {
+fn finish(shared: &Shared, held: bool, ended: Ended, scope: Option<Box<CallScope>>) {
     if !held {
         return;
     }
@@ -68,12 +88,17 @@ fn finish(shared: &Shared, held: bool, cancelled: bool, scope: Option<Box<CallSc
     let outcome = if std::thread::panicking() {
         shared.counters.panicked.fetch_add(1, Relaxed);
         CallOutcome::Panicked
-    } else if cancelled {
+    } else if ended.cancelled {
         shared.counters.cancelled.fetch_add(1, Relaxed);
         CallOutcome::Cancelled
     } else {
         CallOutcome::Completed
     };
+    if let Some(start) = ended.start {
+        // A panic, a cancellation (a dropped future: a timeout around the call) or a mark.
+        let dropped = ended.overloaded || outcome != CallOutcome::Completed;
+        shared.record_sample(start.finish(shared.clock.now(), dropped));
+    }
     shared.release();
     if let Some(scope) = scope {
         shared.telemetry.on_finished(scope.started, outcome);
@@ -118,6 +143,13 @@ impl<'a> Permit<'a> {
     pub fn is_reentrant(&self) -> bool {
         !self.held
     }
+
+    /// Marks this call as overloaded: a drop for the bulkhead's adaptive limit (see
+    /// [`adaptive::mark_overloaded`](crate::adaptive::mark_overloaded)). Returns false,
+    /// changing nothing, if the limit is not adaptive or the permit is re-entrant.
+    pub fn mark_overloaded(&self) -> bool {
+        self.held && calls::mark_sync(self.shared.id())
+    }
 }
 
 impl Drop for Permit<'_> {
@@ -156,6 +188,13 @@ impl<'a> AsyncPermit<'a> {
         !self.raw.held
     }
 
+    /// Marks this call as overloaded: a drop for the bulkhead's adaptive limit. Inside
+    /// [`run_async`](Self::run_async)'s body, call
+    /// [`adaptive::mark_overloaded`](crate::adaptive::mark_overloaded) instead.
+    pub fn mark_overloaded(&mut self) {
+        self.raw.overloaded = true;
+    }
+
     /// Awaits `body` while holding this permit, marking the bulkhead "entered" on the
     /// polling thread during each poll. The permit is returned when the body finishes or
     /// the returned future is dropped (then the call counts as `cancelled`).
@@ -168,12 +207,12 @@ impl<'a> AsyncPermit<'a> {
 }
 
 impl AsyncPermit<'_> {
-    /// Whether it holds a permit, and its call's scope; the permit itself is forgotten
-    /// (with its scope taken, nothing of it is left to drop), for an [`OwnedPermit`] to
-    /// hold instead.
-    pub(super) fn into_parts(self) -> (bool, Option<Box<CallScope>>) {
+    /// Whether it holds a permit, its call's scope and its adaptive start; the permit
+    /// itself is forgotten (with its scope taken, nothing of it is left to drop), for an
+    /// [`OwnedPermit`] to hold instead.
+    pub(super) fn into_parts(self) -> (bool, Option<Box<CallScope>>, Option<CallStart>) {
         let mut raw = ManuallyDrop::new(self.raw);
-        (raw.held, raw.scope.take())
+        (raw.held, raw.scope.take(), raw.start)
     }
 }
 
@@ -214,11 +253,21 @@ impl<F: Future> Future for RunAsync<'_, F> {
             panic!("`RunAsync` polled after it completed");
         };
         let _inside = reentry::enter(permit.raw.id());
-        let polled = {
+        let adaptive = permit.raw.start.is_some();
+        let (polled, overloaded) = {
             let _span = permit.raw.scope.as_ref().map(|scope| scope.span.enter());
             let mut body = this.body;
-            catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(cx)))
+            let mut poll = || catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(cx)));
+            if adaptive {
+                // `adaptive::mark_overloaded` in the body marks this call.
+                calls::in_frame(permit.raw.id(), poll)
+            } else {
+                (poll(), false)
+            }
         };
+        if overloaded && let Some(permit) = this.permit.as_mut() {
+            permit.raw.overloaded = true;
+        }
         let output = match polled {
             Ok(polled) => std::task::ready!(polled),
             // Give the permit back while the panic unwinds, so the call counts as
@@ -272,6 +321,8 @@ pub struct OwnedPermit {
     held: bool,
     scope: Option<Box<CallScope>>,
     cancelled: bool,
+    start: Option<CallStart>,
+    overloaded: AtomicBool,
 }
 
 impl OwnedPermit {
@@ -279,15 +330,23 @@ impl OwnedPermit {
     /// [`into_parts`](AsyncPermit::into_parts).
     pub(super) fn new(
         bulkhead: SemaphoreBulkhead,
-        held: bool,
-        scope: Option<Box<CallScope>>,
+        (held, scope, start): (bool, Option<Box<CallScope>>, Option<CallStart>),
     ) -> Self {
         OwnedPermit {
             bulkhead,
             held,
             scope,
             cancelled: false,
+            start,
+            overloaded: AtomicBool::new(false),
         }
+    }
+
+    /// Marks this call as overloaded: a drop for the bulkhead's adaptive limit (see
+    /// [`adaptive::mark_overloaded`](crate::adaptive::mark_overloaded), which marks it too
+    /// from inside [`in_scope`](Self::in_scope)).
+    pub fn mark_overloaded(&self) {
+        self.overloaded.store(true, Relaxed);
     }
 
     /// Gives the permit back and counts the call `cancelled` rather than `completed`: the
@@ -312,18 +371,25 @@ impl OwnedPermit {
     pub fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
         let _inside = reentry::enter(self.bulkhead.shared.id());
         let _span = self.scope.as_ref().map(|scope| scope.span.enter());
-        f()
+        if self.start.is_none() {
+            return f();
+        }
+        let (result, overloaded) = calls::in_frame(self.bulkhead.shared.id(), f);
+        if overloaded {
+            self.mark_overloaded();
+        }
+        result
     }
 }
 
 impl Drop for OwnedPermit {
     fn drop(&mut self) {
-        finish(
-            &self.bulkhead.shared,
-            self.held,
-            self.cancelled,
-            self.scope.take(),
-        );
+        let ended = Ended {
+            cancelled: self.cancelled,
+            start: self.start,
+            overloaded: self.overloaded.load(Relaxed),
+        };
+        finish(&self.bulkhead.shared, self.held, ended, self.scope.take());
     }
 }
 

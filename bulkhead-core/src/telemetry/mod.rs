@@ -23,7 +23,8 @@
 //! Target `bulkhead` (filter with `RUST_LOG=bulkhead=warn` to keep refusals and drop spans):
 //!
 //! * an `INFO` span named `bulkhead` per call, with fields `bulkhead` (the name) and `kind`
-//!   (`semaphore` / `thread-pool`). Its parent is the caller's current span. For a thread
+//!   (`semaphore` / `thread-pool`), and, for a semaphore with an [adaptive
+//!   limit](crate::adaptive), `limit` (the limit in force when the call was admitted). Its parent is the caller's current span. For a thread
 //!   pool it is created on the caller and entered on the worker, so the caller's trace
 //!   continues across the hop ([`crate::context`]).
 //! * a `WARN` event per refusal: `bulkhead`, `kind`, `reason` (as
@@ -133,8 +134,23 @@ impl Telemetry {
             target: TARGET,
             "bulkhead",
             bulkhead = self.name.as_str(),
-            kind = self.kind.as_str()
+            kind = self.kind.as_str(),
+            limit = tracing::field::Empty
         )
+    }
+
+    /// Records the limit in force on the span of the sync call of bulkhead `id` just
+    /// opened on this thread, if it has one (adaptive bulkheads only).
+    #[cold]
+    pub(crate) fn record_sync_limit(&self, id: usize, limit: u32) {
+        if OPEN_SYNC_SCOPES.with(Cell::get) == 0 {
+            return;
+        }
+        SYNC_SCOPES.with(|scopes| {
+            if let Some((_, scope)) = scopes.borrow().iter().rev().find(|(open, _)| *open == id) {
+                scope.span.record("limit", limit);
+            }
+        });
     }
 
     /// The scope of a semaphore call given a permit (`admitted`, reported as permitted) or
@@ -303,6 +319,23 @@ impl Telemetry {
         }
         if events::is_listening() {
             self.emit(EventKind::Refused { error });
+        }
+    }
+
+    /// The adaptive limit changed: a `DEBUG` event (`bulkhead`, `kind`, `from`, `to`) and
+    /// the listeners' [`EventKind::LimitChanged`].
+    #[cold]
+    pub(crate) fn on_limit_changed(&self, from: u32, to: u32) {
+        tracing::debug!(
+            target: TARGET,
+            bulkhead = self.name.as_str(),
+            kind = self.kind.as_str(),
+            from,
+            to,
+            "adaptive limit changed from {from} to {to}"
+        );
+        if events::is_listening() {
+            self.emit(EventKind::LimitChanged { from, to });
         }
     }
 

@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use bulkhead_config_types::{Kind, RateLimitConfig, ThreadPoolConfig};
+use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, ThreadPoolConfig};
 
 pub use call_async::CallAsync;
 use pool::{Admit, Inner};
@@ -369,7 +369,35 @@ impl ThreadPoolBulkhead {
     /// assert_eq!((snapshot.limit, snapshot.queue_capacity), (16, Some(50)));
     /// ```
     pub fn resize(&self, config: &ThreadPoolConfig) {
-        self.inner().resize(config);
+        self.inner().resize_declared(config);
+    }
+
+    /// Adds (or, with `None`, removes) an adaptive limit on the calls running on workers;
+    /// for building: `ThreadPoolBulkhead::new(..).with_adaptive(config.adaptive.as_ref())`.
+    ///
+    /// The pool then runs at most that many threads, between the configured bounds and
+    /// never above `max_threads`; the queue keeps its declared capacity
+    /// ([`crate::adaptive`]). Changes go through [`resize`](Self::resize)'s path.
+    ///
+    /// ```
+    /// use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig, ThreadPoolConfig};
+    /// use bulkhead_core::ThreadPoolBulkhead;
+    ///
+    /// let config = ThreadPoolConfig { core_threads: 2, max_threads: 16, ..ThreadPoolConfig::default() };
+    /// let adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 4, 16);
+    /// let images = ThreadPoolBulkhead::new("images", &config).with_adaptive(Some(&adaptive));
+    /// assert_eq!(images.snapshot().limit, 4);
+    /// assert_eq!(images.call(1, |n| n + 1).unwrap(), 2);
+    /// # images.shutdown(std::time::Duration::from_secs(5));
+    /// ```
+    pub fn with_adaptive(self, config: Option<&AdaptiveConfig>) -> Self {
+        self.set_adaptive(config);
+        self
+    }
+
+    /// Changes the adaptive limit live (`None`: back to the declared `max_threads`).
+    pub fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
+        self.inner().set_adaptive(config);
     }
 
     /// Stops admission (new calls are refused with `ShutDown`), lets running and queued
@@ -424,6 +452,7 @@ impl ThreadPoolBulkhead {
             saturation: inner
                 .telemetry
                 .saturation(g.active, g.max, g.queued, g.capacity),
+            adaptive: inner.adaptive_snapshot(),
         }
     }
 

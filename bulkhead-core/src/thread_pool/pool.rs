@@ -8,11 +8,12 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use bulkhead_config_types::{Kind, OnFull, ThreadPoolConfig};
+use bulkhead_config_types::{AdaptiveConfig, Kind, OnFull, ThreadPoolConfig};
 
 use super::job::{Finished, JobRef, Outcome, Ran};
 use super::queue::{Entry, QueuePolicy, Taken, TaskQueue};
 use super::room::RoomWaiters;
+use crate::adaptive::calls::{self, CallStart, Controller};
 use crate::clock::Clock;
 use crate::events::CallOutcome;
 use crate::rate_limit::RateLimiter;
@@ -58,6 +59,11 @@ pub(crate) struct Inner {
     pub call_timeout: crate::call_timeout::CallTimeout,
     state: Mutex<State>,
     thread_name_prefix: String,
+    /// The adaptive limit on calls running on workers, if one is configured.
+    adaptive: Controller,
+    /// The sizes as declared (last `resize`): an adaptive limit runs at most
+    /// `max_threads` of them; the queue keeps its declared capacity.
+    declared: parking_lot::Mutex<ThreadPoolConfig>,
     /// Bumped (under `state`) each time `enqueue` claims an idle worker: a hint that lets
     /// an idle worker spinning before it parks (see `worker_main`) stop early. Not part of
     /// any decision (the worker still parks, and the unpark token wakes it), so a plain std
@@ -218,6 +224,8 @@ impl Inner {
             }),
             thread_name_prefix,
             idle_claims: std::sync::atomic::AtomicU64::new(0),
+            adaptive: Controller::new(),
+            declared: parking_lot::Mutex::new(config.clone()),
         };
         inner.store_on_full(config.on_full);
         inner
@@ -559,6 +567,57 @@ impl Inner {
         counter.fetch_add(1, Relaxed);
     }
 
+    /// Applies declared sizes live: with an adaptive limit, at most that many threads of
+    /// them (see [`apply_limit`](Self::apply_limit)).
+    pub(crate) fn resize_declared(self: &Arc<Self>, config: &ThreadPoolConfig) {
+        *self.declared.lock() = config.clone();
+        let limit = self.adaptive.limit_for_declared(sizes(config).1);
+        self.apply_limit(limit);
+    }
+
+    /// Adds, changes or (with `None`) removes the adaptive limit.
+    pub(crate) fn set_adaptive(self: &Arc<Self>, config: Option<&AdaptiveConfig>) {
+        let declared = sizes(&self.declared.lock()).1;
+        self.adaptive
+            .configure(config, declared, |limit| self.apply_limit(limit));
+    }
+
+    /// The adaptive part of the snapshot.
+    pub(crate) fn adaptive_snapshot(&self) -> Option<crate::adaptive::AdaptiveSnapshot> {
+        self.adaptive.snapshot()
+    }
+
+    /// Runs the declared sizes with at most `limit` threads (`core_threads` lowered with
+    /// it): the resize path, so running work is never cancelled and surplus threads retire
+    /// as their calls finish.
+    fn apply_limit(self: &Arc<Self>, limit: u32) {
+        let mut config = self.declared.lock().clone();
+        let (_, max, _) = sizes(&config);
+        config.max_threads = limit.clamp(1, max);
+        config.core_threads = config.core_threads.min(config.max_threads);
+        self.resize(&config);
+    }
+
+    /// Runs a task a worker took, `active` calls running with it: with an adaptive limit,
+    /// timed by the pool's clock and fed to the limit (a panic, a cancellation or a mark
+    /// of [`mark_overloaded`](crate::adaptive::mark_overloaded) is a drop).
+    fn run_taken(self: &Arc<Self>, job: JobRef, active: u32) -> (Ran, Finished) {
+        if !self.adaptive.is_enabled() {
+            return job.run();
+        }
+        let start = CallStart {
+            started: self.clock.now(),
+            inflight: active,
+        };
+        let ((ran, delivery), overloaded) = calls::in_frame(self.id(), || job.run());
+        let dropped = overloaded || !matches!(ran, Ran::Completed);
+        let sample = start.finish(self.clock.now(), dropped);
+        if let Some((from, to)) = self.adaptive.record(sample, |to| self.apply_limit(to)) {
+            self.telemetry.on_limit_changed(from, to);
+        }
+        (ran, delivery)
+    }
+
     /// Applies new sizes and policies live; never blocks on running work.
     pub(crate) fn resize(self: &Arc<Self>, config: &ThreadPoolConfig) {
         let (core, max, capacity) = sizes(config);
@@ -779,13 +838,14 @@ fn worker_main(inner: Arc<Inner>, worker: u64) {
                     registered = false;
                 }
                 st.active += 1;
+                let active = st.active;
                 drop(st);
                 after_unlock(&inner);
                 let telemetry = &inner.telemetry;
                 let queued = inner.clock.now().saturating_duration_since(entry.enqueued);
                 telemetry.record_queue_time(queued);
                 let started = telemetry.run_started();
-                let (ran, delivery) = entry.job.run();
+                let (ran, delivery) = inner.run_taken(entry.job, active);
                 telemetry.on_finished(started, ran.outcome());
                 finished = Some((ran, delivery));
                 continue;
