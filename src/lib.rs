@@ -195,8 +195,10 @@ pub use bulkhead_core::{
 ///
 /// With `timeout` in the bulkhead's config, an `async fn` without a fallback that runs past
 /// it returns [`BulkheadError::CallTimeout`] through its return type (the body is dropped,
-/// the permit or worker freed at once). A sync `fn`, and a function with a fallback (which
-/// answers calls that never ran, with their arguments), are not timed.
+/// the permit or worker freed at once). A sync `fn`, or a function with a fallback (which
+/// answers calls that never ran, with their arguments), cannot be timed, and annotating one
+/// with a bulkhead that declares a `timeout` fails the build. (A `timeout` a deploy adds at
+/// run time applies to the `async fn`s without a fallback; other functions are not timed.)
 ///
 /// A call into a bulkhead the thread is already inside runs inline instead of waiting on
 /// itself (a pool task that submits to its own full pool would wait for itself forever), and is counted. When the compiler can see it —

@@ -73,6 +73,9 @@ pub(crate) fn bulkhead(
     {
         check_owned_arguments(&mut cx, &func, args.name.as_ref());
     }
+    if let (Some((declared, _)), Some(name)) = (&resolved, &args.name) {
+        check_call_timeout(&mut cx, &func, name, declared, args.fallback.as_ref());
+    }
 
     match (resolved, &args.name) {
         (Some((declared, location)), Some(name)) if !cx.has_errors() => {
@@ -253,6 +256,44 @@ fn check_shape(cx: &mut Ctxt, func: &syn::ItemFn) {
     }
     if let Some(variadic) = &sig.variadic {
         cx.error_spanned(variadic, "`#[bulkhead]` cannot wrap a variadic function");
+    }
+}
+
+/// A declared call `timeout` is honoured by an `async fn` without a fallback only: a sync
+/// caller cannot leave a body that borrows its arguments, and a fallback needs the
+/// arguments a timed-out body has consumed. Anything else would silently not be timed.
+fn check_call_timeout(
+    cx: &mut Ctxt,
+    func: &syn::ItemFn,
+    name: &syn::LitStr,
+    declared: &Declared,
+    fallback: Option<&syn::Path>,
+) {
+    let Some(timeout) = declared.config.timeout else {
+        return;
+    };
+    let bulkhead = name.value();
+    if func.sig.asyncness.is_none() {
+        cx.error_spanned(
+            &func.sig.fn_token,
+            format!(
+                "bulkhead `{bulkhead}` declares a call `timeout: {timeout}`, which `#[bulkhead]` \
+                 applies to `async fn`s only: a sync caller cannot stop waiting for a body that \
+                 may borrow its arguments\nhelp: make this an `async fn`, or declare the \
+                 timeout on a bulkhead only async functions use"
+            ),
+        );
+    } else if let Some(path) = fallback {
+        cx.error_spanned(
+            path,
+            format!(
+                "bulkhead `{bulkhead}` declares a call `timeout: {timeout}`, which `#[bulkhead]` \
+                 cannot apply to a function with a fallback: a timed-out body has consumed the \
+                 arguments the fallback would be called with\nhelp: remove the fallback and \
+                 handle `BulkheadError::CallTimeout` from the return type, or use a bulkhead \
+                 without `timeout`"
+            ),
+        );
     }
 }
 

@@ -1,0 +1,19 @@
+// A declared call timeout the function could not honour is a compile error, not a
+// timeout silently left out.
+use bulkhead::{BulkheadError, bulkhead};
+
+#[bulkhead("testing-timeout")]
+fn sync_lookup(id: u32) -> Result<u32, BulkheadError> {
+    Ok(id)
+}
+
+#[bulkhead("testing-timeout", fallback = cached)]
+async fn lookup_with_fallback(id: u32) -> u32 {
+    id
+}
+
+fn cached(id: u32, _refused: BulkheadError) -> u32 {
+    id
+}
+
+fn main() {}
