@@ -275,7 +275,7 @@ fn check_call_timeout(
     let bulkhead = name.value();
     if func.sig.asyncness.is_none() {
         cx.error_spanned(
-            &func.sig.fn_token,
+            func.sig.fn_token,
             format!(
                 "bulkhead `{bulkhead}` declares a call `timeout: {timeout}`, which `#[bulkhead]` \
                  applies to `async fn`s only: a sync caller cannot stop waiting for a body that \
