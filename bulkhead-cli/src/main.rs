@@ -17,7 +17,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use bulkhead_config::{
-    CheckReport, Duration, Layers, Limits, OnFull, Parsed, escape_controls, worst_case_queue_wait,
+    CheckReport, Duration, Layers, Limits, OnFull, OnStoreError, Parsed, RateLimitConfig,
+    escape_controls, worst_case_queue_wait,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -222,7 +223,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
         }
     };
     report.extend(parsed.warnings.clone());
-    let mut rows = vec![[
+    let mut rows = vec![vec![
         "bulkhead".to_owned(),
         "kind".to_owned(),
         "limit".to_owned(),
@@ -231,6 +232,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
         "when full".to_owned(),
         "max queue wait".to_owned(),
         "worst-case queue wait".to_owned(),
+        "rate limit".to_owned(),
     ]];
     for (name, b) in &parsed.config.bulkheads {
         let adaptive = b.adaptive.map_or("-".to_owned(), |a| {
@@ -243,7 +245,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
                 a.initial_limit(size)
             )
         });
-        let row = match &b.limits {
+        let mut row = Vec::from(match &b.limits {
             Limits::Semaphore(s) => [
                 name.clone(),
                 "semaphore".to_owned(),
@@ -275,10 +277,11 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
                     None => "? (set expected.latency)".to_owned(),
                 },
             ],
-        };
+        });
+        row.push(rate_limit_cell(b.rate_limit.as_ref()));
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..8)
+    let widths: Vec<usize> = (0..rows[0].len())
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut table = String::new();
@@ -293,4 +296,30 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
     }
     table.push_str(&report.rendered());
     emit(&table, ExitCode::SUCCESS)
+}
+
+/// The `rate limit` cell of `explain`: the limit, who shares it, and for a cluster-wide one
+/// the store and what happens while it cannot answer.
+fn rate_limit_cell(rate: Option<&RateLimitConfig>) -> String {
+    let Some(rate) = rate else {
+        return "-".to_owned();
+    };
+    let limit = format!("{}/{}", rate.limit_for_period, rate.refresh_period);
+    let Some(store) = rate.cluster_store() else {
+        return format!("{limit} per process");
+    };
+    let on_error = match store.on_store_error {
+        OnStoreError::Local => format!(
+            "local {}/{} per process",
+            store.local_share(rate.limit_for_period),
+            rate.refresh_period
+        ),
+        OnStoreError::Allow => "allow".to_owned(),
+        OnStoreError::Refuse => "refuse".to_owned(),
+    };
+    let at = match store.redis_env_var() {
+        Some(var) => format!("redis from ${var}"),
+        None => "redis".to_owned(),
+    };
+    format!("{limit} cluster ({at}; Redis down: {on_error})")
 }

@@ -134,9 +134,9 @@ fn explain_prints_each_pool_with_its_worst_case_queue_wait() {
         .lines()
         .find(|l| l.starts_with("order "))
         .expect("a row for order");
-    // 500 queued × 120ms / 80 threads
+    // 500 queued × 120ms / 80 threads, then no rate limit
     assert!(
-        order.contains("40..80 threads") && order.ends_with("750ms"),
+        order.contains("40..80 threads") && order.split_whitespace().rev().nth(1) == Some("750ms"),
         "{order}"
     );
 }
@@ -171,9 +171,51 @@ fn explain_applies_the_environment() {
     let text = stdout(&out);
     let order = text.lines().find(|l| l.starts_with("order ")).unwrap();
     assert!(
-        order.contains("40..100 threads") && order.ends_with("600ms"),
+        order.contains("40..100 threads") && order.split_whitespace().rev().nth(1) == Some("600ms"),
         "{order}"
     );
+}
+
+#[test]
+fn explain_shows_a_cluster_rate_limit_its_store_and_its_fallback_share() {
+    let dir = std::env::temp_dir().join(format!("bulkhead-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bulkheads.yaml");
+    std::fs::write(
+        &file,
+        "bulkheads:\n  partner:\n    kind: semaphore\n    rate_limit:\n      \
+         limit_for_period: 100\n      refresh_period: 1s\n      scope: cluster\n      \
+         store: { redis: \"${REDIS_URL}\", replicas: 4 }\n",
+    )
+    .unwrap();
+    let explain = |env: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .args(["explain", file.to_str().unwrap()])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let text = stdout(&out);
+        text.lines()
+            .find(|l| l.starts_with("partner "))
+            .unwrap()
+            .to_owned()
+    };
+    let row = explain(&[]);
+    assert!(
+        row.ends_with(
+            "100/1s cluster (redis from $REDIS_URL; Redis down: local 25/1s per process)"
+        ),
+        "{row}"
+    );
+    // Deploy layering reaches the store's settings too.
+    let row = explain(&[(
+        "BULKHEAD_PARTNER__RATE_LIMIT__STORE__ON_STORE_ERROR",
+        "refuse",
+    )]);
+    assert!(row.ends_with("Redis down: refuse)"), "{row}");
+    let row = explain(&[("BULKHEAD_PARTNER__RATE_LIMIT__SCOPE", "process")]);
+    assert!(row.ends_with("100/1s per process"), "{row}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

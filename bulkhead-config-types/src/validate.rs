@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::{BulkheadConfig, Limits};
+use crate::{BulkheadConfig, Limits, RateLimitScope};
 
 /// The most threads one pool may have; more is a typo (a pool is sized from QPS × latency).
 pub const MAX_THREADS_PER_POOL: u32 = 10_000;
@@ -247,7 +247,7 @@ impl BulkheadConfig {
                     .into(),
             );
         }
-        if let Some(rate) = self.rate_limit {
+        if let Some(rate) = &self.rate_limit {
             if rate.limit_for_period == 0 {
                 rule(
                     &["rate_limit", "limit_for_period"],
@@ -259,6 +259,36 @@ impl BulkheadConfig {
                     &["rate_limit", "refresh_period"],
                     "is 0: the period must be positive, such as `1s`".into(),
                 );
+            }
+            match (rate.scope, &rate.store) {
+                (RateLimitScope::Cluster, None) => rule(
+                    &["rate_limit", "scope"],
+                    "is `cluster`, but no `store` says where the shared count lives: add \
+                     `store: { redis: \"redis://host:6379\" }` (or `redis: \"${REDIS_URL}\"`)"
+                        .into(),
+                ),
+                (_, Some(store)) => {
+                    if let Some(problem) = redis_address_problem(&store.redis) {
+                        rule(&["rate_limit", "store", "redis"], problem);
+                    }
+                    if store.replicas == 0 {
+                        rule(
+                            &["rate_limit", "store", "replicas"],
+                            "is 0: it counts the processes that share the limit; set it to at \
+                             least 1"
+                                .into(),
+                        );
+                    }
+                    if store.response_timeout.is_zero() {
+                        rule(
+                            &["rate_limit", "store", "response_timeout"],
+                            "is 0: no answer from Redis could arrive in time; set it to a few \
+                             round trips, such as `50ms`"
+                                .into(),
+                        );
+                    }
+                }
+                (RateLimitScope::Process, None) => {}
             }
         }
         let s = self.saturation;
@@ -306,4 +336,35 @@ impl BulkheadConfig {
         }
         out
     }
+}
+
+/// Why `redis` (a store's `redis` setting) is not a Redis URL nor `${NAME}`, if it is not.
+fn redis_address_problem(redis: &str) -> Option<String> {
+    const SCHEMES: [&str; 3] = ["redis://", "redis+unix://", "unix://"];
+    if let Some(var) = redis.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
+        let valid = var
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        return (!valid).then(|| {
+            format!(
+                "is `{}`: `${{…}}` must hold an environment variable name (letters, digits and \
+                 `_`), such as `${{REDIS_URL}}`",
+                escape_controls(redis)
+            )
+        });
+    }
+    if SCHEMES
+        .iter()
+        .any(|scheme| redis.len() > scheme.len() && redis.starts_with(scheme))
+    {
+        return None;
+    }
+    Some(format!(
+        "is `{}`: write a Redis URL such as `redis://redis.internal:6379/0` \
+         (`redis+unix:///path` for a socket; TLS is not supported), or `${{NAME}}` to read it \
+         from the environment variable NAME",
+        escape_controls(redis)
+    ))
 }

@@ -263,7 +263,7 @@ impl BulkheadSpec {
         };
         crate::BulkheadConfig {
             limits,
-            rate_limit: self.rate_limit,
+            rate_limit: self.rate_limit.clone(),
             timeout: self.timeout,
             saturation: self.saturation.unwrap_or_default(),
             expected: self.expected,
@@ -279,7 +279,7 @@ impl From<&crate::BulkheadConfig> for BulkheadSpec {
     fn from(config: &crate::BulkheadConfig) -> Self {
         let mut spec = BulkheadSpec {
             kind: Some(config.kind()),
-            rate_limit: config.rate_limit,
+            rate_limit: config.rate_limit.clone(),
             timeout: config.timeout,
             saturation: Some(config.saturation),
             expected: config.expected,

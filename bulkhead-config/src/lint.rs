@@ -11,7 +11,7 @@
 //! - a rate-limit period below a millisecond is Resilience4j's `500` = 500 ns trap.
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
-use crate::{Config, Limits, OnFull, ThreadPoolConfig};
+use crate::{Config, Limits, OnFull, OnStoreError, RateLimitScope, ThreadPoolConfig};
 
 /// Above this many threads over all pools, `lint` warns (1 200 threads on 8 cores took a service down).
 pub const TOTAL_THREADS_WARNING: u64 = 1_000;
@@ -172,7 +172,7 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
                 }
             }
         }
-        if let Some(rate) = bulkhead.rate_limit {
+        if let Some(rate) = &bulkhead.rate_limit {
             if !rate.refresh_period.is_zero()
                 && rate.refresh_period < crate::Duration::from_millis(1)
             {
@@ -197,6 +197,30 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
                         rate.timeout
                     ),
                 );
+            }
+            match (rate.scope, &rate.store) {
+                (RateLimitScope::Process, Some(_)) => warn(
+                    name,
+                    &["rate_limit", "store"],
+                    "is set but `scope` is `process`: each process counts its own calls and \
+                     the store is not used; add `scope: cluster` to share the limit"
+                        .into(),
+                ),
+                (RateLimitScope::Cluster, Some(store))
+                    if store.on_store_error == OnStoreError::Local && store.replicas == 1 =>
+                {
+                    warn(
+                        name,
+                        &["rate_limit", "store", "replicas"],
+                        format!(
+                            "is 1: while Redis is unreachable (`on_store_error: local`) every \
+                             process admits the whole limit of {}; set `replicas` to the number \
+                             of processes so each falls back to its share",
+                            rate.limit_for_period
+                        ),
+                    );
+                }
+                _ => {}
             }
         }
     }

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use bulkhead_config::{
     AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, BulkheadSpec, CodelConfig, Config,
-    ConfigFile, Duration, Expected, Limits, OnFull, QueueOrder, RateLimitConfig,
-    SaturationThresholds, SemaphoreConfig, ThreadPoolConfig, parse_file,
+    ConfigFile, Duration, Expected, Limits, OnFull, OnStoreError, QueueOrder, RateLimitConfig,
+    RateLimitScope, RateLimitStore, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+    parse_file,
 };
 use proptest::prelude::*;
 
@@ -137,15 +138,49 @@ fn thread_pool() -> impl Strategy<Value = Limits> {
 }
 
 fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
-    let rate_limit = proptest::option::of((1u32..=100_000, duration(), duration()).prop_map(
-        |(limit_for_period, period, timeout)| RateLimitConfig {
-            limit_for_period,
-            refresh_period: Duration::from_std(
-                period.as_std() + std::time::Duration::from_nanos(1),
+    let store = proptest::option::of(
+        (
+            prop_oneof![
+                Just("redis://127.0.0.1:6379/0".to_owned()),
+                Just("${REDIS_URL}".to_owned())
+            ],
+            "[a-z:]{0,12}",
+            duration(),
+            prop_oneof![
+                Just(OnStoreError::Local),
+                Just(OnStoreError::Allow),
+                Just(OnStoreError::Refuse)
+            ],
+            1u32..=64,
+        )
+            .prop_map(
+                |(redis, key_prefix, response_timeout, on_store_error, replicas)| RateLimitStore {
+                    redis,
+                    key_prefix,
+                    response_timeout: Duration::from_std(
+                        response_timeout.as_std() + std::time::Duration::from_millis(1),
+                    ),
+                    on_store_error,
+                    replicas,
+                },
             ),
-            timeout,
-        },
-    ));
+    );
+    let rate_limit =
+        proptest::option::of((1u32..=100_000, duration(), duration(), store).prop_map(
+            |(limit_for_period, period, timeout, store)| RateLimitConfig {
+                limit_for_period,
+                refresh_period: Duration::from_std(
+                    period.as_std() + std::time::Duration::from_nanos(1),
+                ),
+                timeout,
+                scope: if store.is_some() {
+                    RateLimitScope::Cluster
+                } else {
+                    RateLimitScope::Process
+                },
+                store,
+            },
+        ));
     let expected = proptest::option::of((duration(), proptest::option::of(duration())).prop_map(
         |(latency, client_timeout)| Expected {
             latency,

@@ -76,6 +76,11 @@ pub fn describe() {
         Unit::Count,
         "Refused calls by reason."
     );
+    describe_counter!(
+        "bulkhead_rate_limit_store_errors_total",
+        Unit::Count,
+        "Decisions a cluster-wide rate limit's store (Redis) could not make."
+    );
     for name in ["bulkhead_wait_seconds", "bulkhead_queue_time_seconds"] {
         describe_gauge!(name, Unit::Seconds, "Quantile estimates (bucket bounds).");
     }
@@ -124,6 +129,10 @@ fn publish_one(s: &BulkheadSnapshot) {
     for (reason, n) in c.refused.by_reason() {
         counter!("bulkhead_refusals_total", "bulkhead" => name.clone(), "reason" => reason)
             .absolute(n);
+    }
+    if let Some(errors) = s.rate_limit_store_errors {
+        counter!("bulkhead_rate_limit_store_errors_total", "bulkhead" => name.clone())
+            .absolute(errors);
     }
 
     summary("bulkhead_wait_seconds", &name, &s.wait_time);

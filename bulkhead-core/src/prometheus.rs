@@ -21,6 +21,7 @@
 //! | `bulkhead_permitted_calls_total` | counter | `bulkhead` | calls admitted |
 //! | `bulkhead_calls_total` | counter | `bulkhead`, `outcome` | `completed`, `panicked`, `cancelled`, `refused`, `reentrant` |
 //! | `bulkhead_refusals_total` | counter | `bulkhead`, `reason` | `full`, `timeout`, `queue_timeout`, `rate_limited`, `shut_down` |
+//! | `bulkhead_rate_limit_store_errors_total` | counter | `bulkhead` | decisions a `scope: cluster` rate limit's store could not make (only bulkheads with one) |
 //! | `bulkhead_wait_seconds` | histogram | `bulkhead` | wait of admitted calls for a permit or for room |
 //! | `bulkhead_queue_time_seconds` | histogram | `bulkhead` | time tasks spent in a pool's queue |
 //!
@@ -196,6 +197,27 @@ pub fn write(out: &mut impl Write, snapshots: &[BulkheadSnapshot]) -> fmt::Resul
                 "bulkhead_refusals_total",
                 s,
                 &[("reason", reason)],
+                Value::Int(n),
+            )?;
+        }
+    }
+    let clustered: Vec<(&BulkheadSnapshot, u64)> = snapshots
+        .iter()
+        .filter_map(|s| Some((s, s.rate_limit_store_errors?)))
+        .collect();
+    if !clustered.is_empty() {
+        family(
+            out,
+            "bulkhead_rate_limit_store_errors_total",
+            "counter",
+            "Decisions a cluster-wide rate limit's store (Redis) could not make; each followed on_store_error.",
+        )?;
+        for (s, n) in clustered {
+            sample(
+                out,
+                "bulkhead_rate_limit_store_errors_total",
+                s,
+                &[],
                 Value::Int(n),
             )?;
         }

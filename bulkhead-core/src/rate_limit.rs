@@ -23,6 +23,11 @@
 //!    caller) is given back ([`RateLimiter::give_back`]): the next caller can have it.
 //!    Resilience4j keeps it, so a burst of client time-outs used to spend a later period.
 //!
+//! 5. With `scope: cluster` (feature `redis`), the count lives in Redis ([`cluster`]): one
+//!    atomic script per decision runs this same algorithm on Redis's clock for every
+//!    process at once. The local state then holds the `on_store_error: local` share
+//!    (`limit_for_period / replicas`), used only while Redis cannot answer.
+//!
 //! Known limit: the cycle number is kept modulo 2³², so a limiter idle for 2³² periods
 //! (50 days at 1 ms) may refill one cycle late.
 
@@ -31,12 +36,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
-use bulkhead_config_types::RateLimitConfig;
-use parking_lot::Mutex;
+use bulkhead_config_types::{OnStoreError, RateLimitConfig};
+use parking_lot::{Mutex, RwLock};
 
 use crate::clock::{Clock, duration_nanos, system_clock};
-use crate::sync::{AtomicU32, AtomicU64};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64};
 use crate::{BulkheadError, BulkheadName};
+
+mod cluster;
+
+use cluster::ClusterStore;
 
 /// What the rate limiter says to one caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,11 +73,7 @@ pub enum RateAdmission {
 /// use bulkhead_core::{ManualClock, RateAdmission, RateLimiter, retry_after_header_secs};
 ///
 /// let clock = ManualClock::new();
-/// let config = RateLimitConfig {
-///     limit_for_period: 2,
-///     refresh_period: ConfigDuration::from_secs(1),
-///     timeout: ConfigDuration::ZERO,
-/// };
+/// let config = RateLimitConfig::per_process(2, ConfigDuration::from_secs(1));
 /// let limiter = RateLimiter::new(Some(&config), Arc::new(clock.clone()));
 /// assert_eq!(limiter.reserve(Duration::ZERO), RateAdmission::Admitted);
 /// assert_eq!(limiter.reserve(Duration::ZERO), RateAdmission::Admitted);
@@ -92,11 +97,40 @@ pub struct RateLimiter {
     reconfiguring: Mutex<()>,
     origin: Instant,
     clock: Arc<dyn Clock>,
+    /// The bulkhead's name: a cluster-wide limit's key in its store (after `key_prefix`).
+    name: BulkheadName,
+    /// True while `cluster` holds a cluster-wide limit (read before taking the lock).
+    clustered: AtomicBool,
+    /// The cluster-wide limit, with `scope: cluster`.
+    cluster: RwLock<Option<Arc<Cluster>>>,
+    /// Decisions the cluster store could not make, since the limiter was built.
+    store_errors: AtomicU64,
+}
+
+/// A `scope: cluster` limit: the global `limit_for_period` and where it is counted.
+struct Cluster {
+    store: Arc<ClusterStore>,
+    limit: u32,
+    period: Duration,
+    on_error: OnStoreError,
 }
 
 impl RateLimiter {
-    /// A limiter with `config` (`None`: no rate limit) on `clock`.
+    /// A limiter with `config` (`None`: no rate limit) on `clock`. A `scope: cluster`
+    /// limit built this way has the empty name: its store key is the `key_prefix` alone
+    /// (bulkheads use [`for_bulkhead`](Self::for_bulkhead)).
     pub fn new(config: Option<&RateLimitConfig>, clock: Arc<dyn Clock>) -> Self {
+        RateLimiter::for_bulkhead(BulkheadName::new(""), config, clock)
+    }
+
+    /// The limiter of bulkhead `name`: a `scope: cluster` limit is counted under
+    /// `key_prefix` + `name` in its store, shared with every process that uses the same
+    /// store and name.
+    pub fn for_bulkhead(
+        name: BulkheadName,
+        config: Option<&RateLimitConfig>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let limiter = RateLimiter {
             state: AtomicU64::new(0),
             limit: AtomicU32::new(0),
@@ -105,6 +139,10 @@ impl RateLimiter {
             reconfiguring: Mutex::new(()),
             origin: clock.now(),
             clock,
+            name,
+            clustered: AtomicBool::new(false),
+            cluster: RwLock::new(None),
+            store_errors: AtomicU64::new(0),
         };
         limiter.reconfigure(config);
         limiter
@@ -126,9 +164,26 @@ impl RateLimiter {
         Duration::from_nanos(self.timeout_nanos.load(Relaxed))
     }
 
-    /// The current `limit_for_period` (0 without a rate limit).
+    /// The current `limit_for_period` (0 without a rate limit); for a cluster-wide limit,
+    /// the limit of the whole cluster.
     pub fn limit_for_period(&self) -> u32 {
-        self.limit.load(Relaxed)
+        match self.cluster() {
+            Some(cluster) => cluster.limit,
+            None => self.limit.load(Relaxed),
+        }
+    }
+
+    /// True when the limit is shared through a store (`scope: cluster`).
+    pub fn is_cluster_wide(&self) -> bool {
+        self.clustered.load(Relaxed)
+    }
+
+    /// With a cluster-wide limit, how many decisions its store could not make (Redis
+    /// down, too slow, or backing off before reconnecting; each then followed
+    /// `on_store_error`), since the limiter was built; `None` for a per-process limit.
+    pub fn store_errors(&self) -> Option<u64> {
+        self.is_cluster_wide()
+            .then(|| self.store_errors.load(Relaxed))
     }
 
     /// The current `refresh_period` (`None` without a rate limit).
@@ -137,7 +192,8 @@ impl RateLimiter {
             .then(|| Duration::from_nanos(self.period_nanos.load(Relaxed)))
     }
 
-    /// Permissions left in the current period (negative: reserved by waiting callers).
+    /// Permissions left in the current period (negative: reserved by waiting callers). For
+    /// a cluster-wide limit, those of this process's `on_store_error: local` share.
     pub fn available_permissions(&self) -> i64 {
         if !self.is_enabled() {
             return i64::MAX;
@@ -146,14 +202,31 @@ impl RateLimiter {
         self.refreshed(self.state.load(Acquire), now).1
     }
 
-    /// Applies a new rate limit live (`None` switches it off). Never blocks callers.
+    /// Applies a new rate limit live (`None` switches it off). Never blocks callers. A
+    /// cluster-wide limit keeps its store (and connections) unless the store's settings
+    /// changed.
     pub fn reconfigure(&self, config: Option<&RateLimitConfig>) {
         let _serialised = self.reconfiguring.lock();
         let Some(config) = config.filter(|c| c.limit_for_period > 0) else {
+            self.set_cluster(None);
             self.limit.store(0, Release);
             return;
         };
-        let new_limit = config.limit_for_period.min(i32::MAX as u32);
+        let mut local_limit = config.limit_for_period;
+        let cluster = config.cluster_store().map(|store| {
+            local_limit = store.local_share(config.limit_for_period);
+            let kept = self.cluster().map(|c| Arc::clone(&c.store));
+            Arc::new(Cluster {
+                store: kept
+                    .filter(|kept| kept.config() == store)
+                    .unwrap_or_else(|| Arc::new(ClusterStore::new(&self.name, store))),
+                limit: config.limit_for_period,
+                period: config.refresh_period.as_std().max(Duration::from_micros(1)),
+                on_error: store.on_store_error,
+            })
+        });
+        self.set_cluster(cluster);
+        let new_limit = local_limit.min(i32::MAX as u32);
         let new_period = duration_nanos(config.refresh_period.as_std()).max(1);
         self.timeout_nanos
             .store(duration_nanos(config.timeout.as_std()), Relaxed);
@@ -185,9 +258,56 @@ impl RateLimiter {
         self.limit.store(new_limit, Release);
     }
 
+    fn cluster(&self) -> Option<Arc<Cluster>> {
+        if !self.clustered.load(Acquire) {
+            return None;
+        }
+        self.cluster.read().clone()
+    }
+
+    fn set_cluster(&self, cluster: Option<Arc<Cluster>>) {
+        self.clustered.store(cluster.is_some(), Release);
+        *self.cluster.write() = cluster;
+    }
+
     /// Takes a permission now, or reserves one of a coming period if it would be free
     /// within `timeout`, or refuses (reserving nothing).
+    ///
+    /// A cluster-wide limit asks its store (one round trip, at most `response_timeout`;
+    /// the calling thread blocks for it, async callers included); when the store cannot
+    /// answer, `on_store_error` decides: this process's share (`local`), admit (`allow`)
+    /// or refuse with `retry_after` = one period (`refuse`).
     pub fn reserve(&self, timeout: Duration) -> RateAdmission {
+        if self.limit.load(Acquire) == 0 {
+            return RateAdmission::Admitted;
+        }
+        if let Some(cluster) = self.cluster() {
+            let now = || self.clock.now();
+            match cluster
+                .store
+                .reserve(cluster.limit, cluster.period, timeout, &now)
+            {
+                Ok(admission) => return admission,
+                Err(error) => {
+                    self.store_errors.fetch_add(1, Relaxed);
+                    cluster.store.log_error(&self.name, &error, now());
+                    match cluster.on_error {
+                        OnStoreError::Local => {}
+                        OnStoreError::Allow => return RateAdmission::Admitted,
+                        OnStoreError::Refuse => {
+                            return RateAdmission::Refused {
+                                retry_after: cluster.period,
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        self.reserve_local(timeout)
+    }
+
+    /// [`reserve`](Self::reserve) against this process's own count.
+    fn reserve_local(&self, timeout: Duration) -> RateAdmission {
         let limit = i64::from(self.limit.load(Acquire));
         if limit == 0 {
             return RateAdmission::Admitted;
@@ -231,8 +351,13 @@ impl RateLimiter {
     /// Gives back a permission reserved with [`RateAdmission::WaitUntil`]`(reserved_for)`
     /// whose caller no longer waits for it. Nothing happens once its period has started
     /// (the permission counts as spent then), so a caller may call this whenever it gives
-    /// up. Never raises the permissions above `limit_for_period`.
+    /// up. Never raises the permissions above `limit_for_period`. A cluster-wide limit
+    /// keeps the reservation counted in its store (giving it back would cost a round trip
+    /// on the path of a dropped future).
     pub fn give_back(&self, reserved_for: Instant) {
+        if self.is_cluster_wide() {
+            return;
+        }
         let mut prev = self.state.load(Acquire);
         loop {
             let limit = i64::from(self.limit.load(Acquire));

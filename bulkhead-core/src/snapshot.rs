@@ -56,6 +56,9 @@ pub struct BulkheadSnapshot {
     /// The adaptive limit's algorithm, bounds and estimates (no-load latency, gradient);
     /// `None` for a static limit.
     pub adaptive: Option<AdaptiveSnapshot>,
+    /// With a cluster-wide rate limit (`scope: cluster`), the decisions its store could
+    /// not make (each followed `on_store_error`); `None` otherwise.
+    pub rate_limit_store_errors: Option<u64>,
 }
 
 /// Cumulative call counters of one bulkhead since it was built.

@@ -187,11 +187,9 @@ impl Step {
             max_wait: ms(self.max_wait_ms),
             fair: true,
         });
-        config.rate_limit = self.rate.map(|limit_for_period| RateLimitConfig {
-            limit_for_period,
-            refresh_period: ms(10),
-            timeout: ms(0),
-        });
+        config.rate_limit = self
+            .rate
+            .map(|limit_for_period| RateLimitConfig::per_process(limit_for_period, ms(10)));
         config
     }
 

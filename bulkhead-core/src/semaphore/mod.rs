@@ -280,8 +280,8 @@ impl SemaphoreBulkhead {
                 adaptive: Controller::new(),
                 max_wait_nanos: AtomicU64::new(duration_nanos(config.max_wait.as_std())),
                 fair: AtomicBool::new(config.fair),
+                rate: RateLimiter::for_bulkhead(name.clone(), None, Arc::clone(&clock)),
                 name,
-                rate: RateLimiter::new(None, Arc::clone(&clock)),
                 telemetry,
                 clock,
                 counters: Counters::default(),
@@ -491,11 +491,7 @@ impl SemaphoreBulkhead {
     /// use bulkhead_config_types::{Duration, RateLimitConfig, SemaphoreConfig};
     /// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
     ///
-    /// let limit = RateLimitConfig {
-    ///     limit_for_period: 1,
-    ///     refresh_period: Duration::from_secs(60),
-    ///     timeout: Duration::ZERO,
-    /// };
+    /// let limit = RateLimitConfig::per_process(1, Duration::from_secs(60));
     /// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
     ///     .with_rate_limit(Some(&limit));
     /// assert_eq!(search.call(|| "first"), Ok("first"));
@@ -657,6 +653,7 @@ impl SemaphoreBulkhead {
             queue_time: None,
             saturation: shared.telemetry.saturation(active, limit, 0, 0),
             adaptive: shared.adaptive.snapshot(),
+            rate_limit_store_errors: shared.rate.store_errors(),
         }
     }
 

@@ -453,6 +453,7 @@ impl ThreadPoolBulkhead {
                 .telemetry
                 .saturation(g.active, g.max, g.queued, g.capacity),
             adaptive: inner.adaptive_snapshot(),
+            rate_limit_store_errors: inner.rate.store_errors(),
         }
     }
 

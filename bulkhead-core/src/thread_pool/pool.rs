@@ -186,7 +186,7 @@ impl Inner {
             .thread_name_prefix
             .clone()
             .unwrap_or_else(|| format!("{name}-"));
-        let rate = RateLimiter::new(None, Arc::clone(&clock));
+        let rate = RateLimiter::for_bulkhead(name.clone(), None, Arc::clone(&clock));
         let inner = Inner {
             telemetry: Telemetry::new(name.clone(), Kind::ThreadPool, Arc::clone(&clock)),
             name,

@@ -37,9 +37,8 @@ pub fn rate_limit(
     timeout_ms: u64,
 ) -> RateLimitConfig {
     RateLimitConfig {
-        limit_for_period,
-        refresh_period: Duration::from_millis(refresh_period_ms),
         timeout: Duration::from_millis(timeout_ms),
+        ..RateLimitConfig::per_process(limit_for_period, Duration::from_millis(refresh_period_ms))
     }
 }
 

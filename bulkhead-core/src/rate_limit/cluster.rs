@@ -1,0 +1,384 @@
+//! A rate limit counted in Redis, shared by every process that uses the same store and
+//! bulkhead name (`rate_limit: { scope: cluster, store: { redis: … } }`).
+//!
+//! # Algorithm: the local limiter's cycles, in one Lua script
+//!
+//! Each decision is **one** `EVALSHA` of [`SCRIPT`]: Redis runs it atomically, so however
+//! many processes race, a period admits at most `limit_for_period` calls. The script is the
+//! local limiter's algorithm (Resilience4j's cycles) moved server-side, on Redis's own clock
+//! (`TIME`): time is cut into periods of `refresh_period` since the Unix epoch; each refills
+//! the permissions to `limit_for_period` (unused ones do not accumulate); a caller that
+//! finds none reserves one of a coming period if it would be free within its `timeout`,
+//! else it is refused with `retry_after` = the time until one would be free, as the script
+//! computed it. A refusal writes nothing.
+//!
+//! Why this and not GCRA or a sliding window: switching `scope` changes *who* counts, not
+//! *what* is counted, so a config means the same on one process or on fifty, the local
+//! limiter's tests describe both, and "N per period" can be checked period by period.
+//! GCRA would spread the admissions evenly (no burst at a period's start) but admits up to
+//! `2N - 1` in the first period and answers a different question. The cost is the known
+//! one of fixed windows: up to `2N` calls in a span of one period that straddles a
+//! boundary, as with the local limiter.
+//!
+//! The key is `key_prefix` + the bulkhead's name, a hash `{cycle, permissions, period}`
+//! that expires a period after its last reservation, so idle limits leave nothing behind.
+//! Processes configured with different limits for the same key each apply their own
+//! `limit_for_period` to the shared count (configure them alike).
+//!
+//! # Faults: bounded, counted, no reconnect storm
+//!
+//! * A decision waits for Redis at most `response_timeout` (connecting included), then
+//!   the call follows `on_store_error`; the connection that timed out is dropped (a late
+//!   answer would be read as the next one's). A call therefore takes at most
+//!   `response_timeout + timeout` in the limiter.
+//! * After a failure the store *backs off*: no request at all for 100 ms, doubling up to 5 s
+//!   per consecutive failure; calls meanwhile follow `on_store_error` at once, without
+//!   touching the network. When the delay has passed, exactly one caller probes Redis; its
+//!   success returns every caller to the store. So each process sends Redis at most one
+//!   request per delay while it is down (no storm when it comes back), and a slow Redis
+//!   (`DEBUG SLEEP`) costs one `response_timeout` per delay instead of one per call.
+//! * Idle connections are kept (up to [`MAX_IDLE`]) and all dropped after a failure.
+//!
+//! Reservations of coming periods stay counted in Redis when their waiter goes away (the
+//! local limiter gives them back): giving one back would cost a round trip on a drop path.
+
+use std::time::{Duration, Instant};
+
+use bulkhead_config_types::RateLimitStore;
+use parking_lot::Mutex;
+
+use super::RateAdmission;
+
+/// The decision, in Lua. `KEYS[1]`: the limit's key. `ARGV`: `limit_for_period`, the period
+/// and the caller's timeout in microseconds. Returns `{admitted (0/1), wait µs}`: for an
+/// admission, how long until its period starts (0: now); for a refusal, `retry_after`.
+///
+/// Redis's Lua numbers are doubles: microseconds since the epoch (about 2^51) are exact,
+/// and numbers are written back with `%.0f` because `tostring` would print them in
+/// exponent form.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+pub(crate) const SCRIPT: &str = r"
+local limit = tonumber(ARGV[1])
+local period = tonumber(ARGV[2])
+local timeout = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cycle = math.floor(now / period)
+local state = redis.call('HMGET', KEYS[1], 'cycle', 'permissions', 'period')
+local permissions = limit
+if state[1] and tonumber(state[3]) == period then
+  local elapsed = cycle - tonumber(state[1])
+  permissions = tonumber(state[2])
+  if elapsed > 0 then
+    permissions = permissions + elapsed * limit
+  end
+  if permissions > limit then
+    permissions = limit
+  end
+end
+local wait = 0
+if permissions < 1 then
+  local to_next = (cycle + 1) * period - now
+  local cycles = math.ceil((1 - permissions) / limit)
+  wait = to_next + (cycles - 1) * period
+end
+if wait > timeout then
+  return {0, string.format('%.0f', wait)}
+end
+redis.call('HSET', KEYS[1], 'cycle', string.format('%.0f', cycle),
+  'permissions', string.format('%.0f', permissions - 1), 'period', string.format('%.0f', period))
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.ceil((wait + period) / 1000) + 1000))
+return {1, string.format('%.0f', wait)}
+";
+
+/// Idle connections kept for reuse per store.
+pub(crate) const MAX_IDLE: usize = 32;
+/// The reconnect delay after a first failure; it doubles per consecutive failure.
+pub(crate) const FIRST_DELAY: Duration = Duration::from_millis(100);
+/// The longest reconnect delay.
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(5);
+/// At most one store-error warning per this long per store (with the count since the last).
+pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Why the store did not decide a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum StoreError {
+    /// The store cannot be used at all (no `redis` feature, bad URL, unset variable).
+    Unusable(String),
+    /// Redis failed or did not answer within `response_timeout`.
+    Failed(String),
+    /// Redis failed recently: nothing is sent until the reconnect delay has passed.
+    BackingOff,
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Unusable(why) | StoreError::Failed(why) => f.write_str(why),
+            StoreError::BackingOff => f.write_str("Redis failed recently; waiting to reconnect"),
+        }
+    }
+}
+
+/// One cluster-wide limit's store: a Redis client, its idle connections and its health.
+pub(crate) struct ClusterStore {
+    config: RateLimitStore,
+    key: String,
+    client: Result<client::Client, String>,
+    idle: Mutex<Vec<client::Connection>>,
+    health: Mutex<Health>,
+    log: Mutex<LogGate>,
+}
+
+/// Whether Redis may be asked now.
+struct Health {
+    /// Nothing is sent before this instant (set by a failure).
+    retry_at: Option<Instant>,
+    /// The delay the next failure sets.
+    delay: Duration,
+    /// A caller is finding out whether Redis is back.
+    probing: bool,
+}
+
+/// Bounds the store-error warnings.
+struct LogGate {
+    last: Option<Instant>,
+    /// Errors since the last warning.
+    unreported: u64,
+}
+
+impl ClusterStore {
+    /// A store for the bulkhead `name` as `config` says. Connects lazily; a URL that cannot
+    /// be used makes every decision a store error (logged), never a panic.
+    pub(crate) fn new(name: &str, config: &RateLimitStore) -> Self {
+        let url = match config.redis_env_var() {
+            Some(var) => std::env::var(var).map_err(|_| {
+                format!(
+                    "the environment variable {var} (named by `rate_limit.store.redis`) is not set \
+                     or not Unicode"
+                )
+            }),
+            None => Ok(config.redis.clone()),
+        };
+        ClusterStore {
+            config: config.clone(),
+            key: format!("{}{name}", config.key_prefix),
+            client: url.and_then(|url| client::open(&url)),
+            idle: Mutex::new(Vec::new()),
+            health: Mutex::new(Health {
+                retry_at: None,
+                delay: FIRST_DELAY,
+                probing: false,
+            }),
+            log: Mutex::new(LogGate {
+                last: None,
+                unreported: 0,
+            }),
+        }
+    }
+
+    /// The config this store was built from (a reload rebuilds it only when this changes).
+    pub(crate) fn config(&self) -> &RateLimitStore {
+        &self.config
+    }
+
+    /// One decision: `limit` per `period`, waiting at most `timeout` for a coming period.
+    /// `now` reads the limiter's clock (for the reconnect delay and [`RateAdmission::WaitUntil`]).
+    pub(crate) fn reserve(
+        &self,
+        limit: u32,
+        period: Duration,
+        timeout: Duration,
+        now: &dyn Fn() -> Instant,
+    ) -> Result<RateAdmission, StoreError> {
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|why| StoreError::Unusable(why.clone()))?;
+        let probe = {
+            let mut health = self.health.lock();
+            match health.retry_at {
+                None => false,
+                Some(at) if health.probing || now() < at => return Err(StoreError::BackingOff),
+                Some(_) => {
+                    health.probing = true;
+                    true
+                }
+            }
+        };
+        let answer = self.round_trip(
+            client,
+            [u64::from(limit), micros(period).max(1), micros(timeout)],
+        );
+        let mut health = self.health.lock();
+        if probe {
+            health.probing = false;
+        }
+        match answer {
+            Ok((admitted, wait)) => {
+                health.retry_at = None;
+                health.delay = FIRST_DELAY;
+                let wait = Duration::from_micros(wait);
+                Ok(if !admitted {
+                    RateAdmission::Refused {
+                        retry_after: wait.max(Duration::from_micros(1)),
+                    }
+                } else if wait.is_zero() {
+                    RateAdmission::Admitted
+                } else {
+                    RateAdmission::WaitUntil(now() + wait)
+                })
+            }
+            Err(why) => {
+                health.retry_at = Some(now() + health.delay);
+                health.delay = (health.delay * 2).min(MAX_DELAY);
+                drop(health);
+                // Connections opened before the failure likely share its cause (a restart).
+                self.idle.lock().clear();
+                Err(StoreError::Failed(why))
+            }
+        }
+    }
+
+    /// Sends the script on an idle or new connection, within `response_timeout`.
+    fn round_trip(&self, client: &client::Client, args: [u64; 3]) -> Result<(bool, u64), String> {
+        let budget = self.config.response_timeout.as_std();
+        let idle = self.idle.lock().pop();
+        let (mut connection, fresh) = match idle {
+            Some(connection) => (connection, false),
+            None => (client::connect(client, budget)?, true),
+        };
+        let answer = client::run(&mut connection, &self.key, args)?;
+        if fresh {
+            // Its first answer had what was left of the budget; later ones get all of it.
+            client::set_timeouts(&connection, budget)?;
+        }
+        let mut idle = self.idle.lock();
+        if idle.len() < MAX_IDLE {
+            idle.push(connection);
+        }
+        Ok(answer)
+    }
+
+    /// Logs `error` unless a warning went out less than [`LOG_EVERY`] ago; then the next
+    /// warning says how many errors it stands for.
+    pub(crate) fn log_error(&self, name: &str, error: &StoreError, at: Instant) {
+        let mut gate = self.log.lock();
+        gate.unreported += 1;
+        if gate
+            .last
+            .is_some_and(|last| at.saturating_duration_since(last) < LOG_EVERY)
+        {
+            return;
+        }
+        let count = std::mem::take(&mut gate.unreported);
+        gate.last = Some(at);
+        drop(gate);
+        tracing::warn!(
+            bulkhead = name,
+            store_errors = count,
+            on_store_error = self.config.on_store_error.as_str(),
+            "the cluster rate limit's Redis store could not decide ({error}); calls follow \
+             `on_store_error` until it answers again ({count} such calls since the last warning)"
+        );
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The Redis client, with the `redis` feature.
+#[cfg(feature = "redis")]
+mod client {
+    use std::time::{Duration, Instant};
+
+    pub(crate) use redis::{Client, Connection};
+
+    static SCRIPT: std::sync::LazyLock<redis::Script> =
+        std::sync::LazyLock::new(|| redis::Script::new(super::SCRIPT));
+
+    pub(crate) fn open(url: &str) -> Result<Client, String> {
+        Client::open(url).map_err(|e| format!("`{}` is not a usable Redis URL: {e}", redact(url)))
+    }
+
+    /// A new connection whose whole setup and first answer fit in `budget`.
+    pub(crate) fn connect(client: &Client, budget: Duration) -> Result<Connection, String> {
+        let start = Instant::now();
+        let connection = client
+            .get_connection_with_timeout(budget)
+            .map_err(|e| format!("cannot connect to Redis: {e}"))?;
+        let left = budget
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(1));
+        set_timeouts(&connection, left)?;
+        Ok(connection)
+    }
+
+    /// How long a read or a write on `connection` may block.
+    pub(crate) fn set_timeouts(connection: &Connection, timeout: Duration) -> Result<(), String> {
+        connection
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| connection.set_write_timeout(Some(timeout)))
+            .map_err(|e| format!("cannot set the Redis socket's timeouts: {e}"))
+    }
+
+    /// One `EVALSHA` (plus a `SCRIPT LOAD` the first time a server sees the script).
+    pub(crate) fn run(
+        connection: &mut Connection,
+        key: &str,
+        [limit, period, timeout]: [u64; 3],
+    ) -> Result<(bool, u64), String> {
+        let (admitted, wait): (i64, u64) = SCRIPT
+            .key(key)
+            .arg(limit)
+            .arg(period)
+            .arg(timeout)
+            .invoke(connection)
+            .map_err(|e| format!("Redis did not answer: {e}"))?;
+        Ok((admitted == 1, wait))
+    }
+
+    /// `url` without its password, for messages.
+    fn redact(url: &str) -> String {
+        match (url.find("://"), url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                format!("{}://…@{}", &url[..scheme], &url[at + 1..])
+            }
+            _ => url.to_owned(),
+        }
+    }
+}
+
+/// Without the `redis` feature every cluster-wide limit is a store error.
+#[cfg(not(feature = "redis"))]
+mod client {
+    use std::time::Duration;
+
+    pub(crate) enum Client {}
+    pub(crate) enum Connection {}
+
+    pub(crate) fn open(_: &str) -> Result<Client, String> {
+        Err(
+            "this program was built without the `redis` feature of bulkhead, so `scope: cluster` \
+             cannot reach Redis; enable the feature (`bulkhead = { features = [\"redis\"] }`)"
+                .to_owned(),
+        )
+    }
+
+    pub(crate) fn connect(client: &Client, _: Duration) -> Result<Connection, String> {
+        match *client {}
+    }
+
+    pub(crate) fn set_timeouts(connection: &Connection, _: Duration) -> Result<(), String> {
+        match *connection {}
+    }
+
+    pub(crate) fn run(
+        connection: &mut Connection,
+        _: &str,
+        _: [u64; 3],
+    ) -> Result<(bool, u64), String> {
+        match *connection {}
+    }
+}
