@@ -158,17 +158,25 @@ fn tables() -> String {
     }
     rows.sort();
     out.extend(rows.into_iter().map(|(_, row)| row));
-    for (key, prop) in spec["properties"].as_object().unwrap() {
-        let Some(def) = alternatives(prop, &root).into_iter().find_map(|a| {
+    sections(&mut out, "", &spec["properties"], &root);
+    out
+}
+
+/// A table for each mapping among `properties` (named by its key path from the entry,
+/// such as `rate_limit.store`), then for the mappings inside it.
+fn sections(out: &mut String, parent: &str, properties: &Value, root: &Value) {
+    for (key, prop) in properties.as_object().unwrap() {
+        let Some(def) = alternatives(prop, root).into_iter().find_map(|a| {
             let name = a.get("$ref")?.as_str()?.trim_start_matches("#/$defs/");
-            defs(&root)[name]
+            defs(root)[name]
                 .get("properties")
-                .map(|_| &defs(&root)[name])
+                .map(|_| &defs(root)[name])
         }) else {
             continue;
         };
+        let path = format!("{parent}{key}");
         out.push_str(&format!(
-            "\n### `{key}`\n\n| key | type | meaning |\n|---|---|---|\n"
+            "\n### `{path}`\n\n| key | type | meaning |\n|---|---|---|\n"
         ));
         let required: Vec<&str> = def["required"]
             .as_array()
@@ -182,12 +190,12 @@ fn tables() -> String {
             };
             out.push_str(&format!(
                 "| `{sub}`{mark} | {} | {} |\n",
-                type_of(sub_schema, &root),
-                description(sub_schema, &root)
+                type_of(sub_schema, root),
+                description(sub_schema, root)
             ));
         }
+        sections(out, &format!("{path}."), &def["properties"], root);
     }
-    out
 }
 
 #[test]
