@@ -66,6 +66,7 @@
 //! | `tower` | `tower::BulkheadLayer`: a semaphore bulkhead as a tower `Layer`; a full bulkhead is an error value (`tower::ServiceError::Refused`), never a hang. |
 //! | `axum` | (with `tower`) `axum::BulkheadLayer` for routes: the permit is held until the response body's last frame, a refusal is a `503` (`429` when rate limited) with `Retry-After` (`axum::Refusal`). |
 //! | `metrics` | `metrics_bridge`: publishes every bulkhead's snapshot as gauges and counters through the `metrics` crate's recorder. |
+//! | `redis` | `rate_limit: { scope: cluster, store: { redis: … } }` counts the limit in Redis, shared by every replica (below); without it such a limit is a store error, handled as its `on_store_error` says. |
 //!
 //! ```toml
 //! bulkhead = { version = "0.1", features = ["tokio", "axum"] }
@@ -75,6 +76,44 @@
 //!
 //! The keys of `bulkheads.yaml`, layering and `BULKHEAD_…` variables:
 //! `docs/config-reference.md` (its Rust examples are compiled and run as doc tests).
+//!
+//! # One rate limit for every replica
+//!
+//! A `rate_limit` with `scope: cluster` is counted in Redis (feature `redis`), shared by
+//! every process that uses the same store and bulkhead name: one atomic script per decision,
+//! the same admission and `RateLimited { retry_after }` as the per-process limiter. When
+//! Redis cannot answer within `response_timeout`, `on_store_error` decides (`local`: this
+//! process's share, `limit_for_period / replicas`; `allow`; `refuse`), and the decision is
+//! counted in the snapshot's `rate_limit_store_errors` and in
+//! `bulkhead_rate_limit_store_errors_total`. The README has a deployment example.
+//!
+//! ```
+//! use bulkhead::config::{
+//!     BulkheadConfig, Duration, OnStoreError, RateLimitConfig, RateLimitScope, RateLimitStore,
+//!     SemaphoreConfig,
+//! };
+//! use bulkhead::{BulkheadError, Registry};
+//!
+//! let mut config = BulkheadConfig::semaphore(SemaphoreConfig::default());
+//! config.rate_limit = Some(RateLimitConfig {
+//!     scope: RateLimitScope::Cluster,
+//!     store: Some(RateLimitStore {
+//!         on_store_error: OnStoreError::Refuse,
+//!         // In a file: `redis: "${REDIS_URL}"` reads the URL from the environment.
+//!         ..RateLimitStore::redis("redis://127.0.0.1:1/")
+//!     }),
+//!     ..RateLimitConfig::per_process(100, Duration::from_secs(1))
+//! });
+//! let registry = Registry::new();
+//! let partner = registry.register("partner-api", &config).unwrap();
+//!
+//! // Nothing listens on port 1: Redis cannot answer, so `on_store_error: refuse` refuses,
+//! // with a `retry_after` of one period, and the store error is counted.
+//! let refused = partner.as_semaphore().unwrap().call(|| ()).unwrap_err();
+//! assert!(matches!(refused, BulkheadError::RateLimited { .. }));
+//! assert_eq!(refused.retry_after(), Some(std::time::Duration::from_secs(1)));
+//! assert_eq!(partner.snapshot().rate_limit_store_errors, Some(1));
+//! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -17,6 +17,7 @@ use std::io::{BufRead, BufReader, Write as _};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
 
 use bulkhead_config_types::{
@@ -24,7 +25,7 @@ use bulkhead_config_types::{
 };
 use bulkhead_core::{Bulkhead, BulkheadError, Clock, SemaphoreBulkhead, prometheus, system_clock};
 
-use support::{manual_clock, semaphore};
+use support::{manual_clock, poll_once, semaphore};
 
 /// A `redis-server` child process on a free port; killed when dropped.
 struct Server {
@@ -44,12 +45,16 @@ impl Server {
                 std::env::var_os("BULKHEAD_REQUIRE_REDIS").is_none(),
                 "BULKHEAD_REQUIRE_REDIS is set but redis-server is not on the PATH"
             );
+            static SAID: std::sync::Once = std::sync::Once::new();
             // Straight to the process's stderr: the test harness captures `eprintln!`.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: the cluster rate-limit tests need `redis-server` on the PATH \
-                 (apt-get install redis-server), then: cargo test -p bulkhead-core --test cluster_rate_limit"
-            );
+            SAID.call_once(|| {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: the cluster rate-limit tests against Redis need `redis-server` on \
+                     the PATH; install it (apt-get install redis-server), then run \
+                     cargo test -p bulkhead-core --test cluster_rate_limit"
+                );
+            });
             return None;
         }
         let port = TcpListener::bind("127.0.0.1:0")
@@ -183,6 +188,10 @@ fn micros_now() -> u64 {
     )
     .expect("fits")
 }
+
+/// The period of the single-process tests: long, so that no period boundary (aligned to
+/// the Unix epoch on Redis's clock) falls within a test but once an hour.
+const HOUR: u64 = 3600;
 
 const SHARED_LIMIT: u32 = 25;
 const SHARED_PERIOD_MS: u64 = 500;
@@ -338,7 +347,7 @@ fn redis_killed_mid_run_follows_each_on_store_error() {
         };
         let (_clock, shared) = manual_clock();
         let bulkhead = partner(
-            cluster_limit(&server.url(), 10, Duration::from_secs(60), on_error),
+            cluster_limit(&server.url(), 10, Duration::from_secs(HOUR), on_error),
             shared,
         );
         let bound = StdDuration::from_millis(100) + StdDuration::from_secs(1);
@@ -347,7 +356,7 @@ fn redis_killed_mid_run_follows_each_on_store_error() {
         }
         let (refused, _) = timed_call(&bulkhead);
         let retry_after = refused.unwrap_err().retry_after().expect("RateLimited");
-        assert!(retry_after > StdDuration::ZERO && retry_after <= StdDuration::from_secs(60));
+        assert!(retry_after > StdDuration::ZERO && retry_after <= StdDuration::from_secs(HOUR));
         assert_eq!(store_errors(&bulkhead), 0);
 
         server.kill();
@@ -358,7 +367,7 @@ fn redis_killed_mid_run_follows_each_on_store_error() {
             if let Err(error) = result {
                 let retry_after = error.retry_after().expect("only RateLimited");
                 assert!(
-                    retry_after > StdDuration::ZERO && retry_after <= StdDuration::from_secs(60)
+                    retry_after > StdDuration::ZERO && retry_after <= StdDuration::from_secs(HOUR)
                 );
             }
         }
@@ -389,7 +398,7 @@ fn restarted_redis_resumes_the_cluster_limit_without_a_reconnect_storm() {
         cluster_limit(
             &server.url(),
             3,
-            Duration::from_secs(60),
+            Duration::from_secs(HOUR),
             OnStoreError::Allow,
         ),
         shared,
@@ -493,4 +502,79 @@ fn slow_redis_costs_one_response_timeout_then_is_skipped_until_it_answers() {
     clock.advance(StdDuration::from_millis(100));
     assert_eq!(bulkhead.call(|| ()), Ok(()), "the store decides again");
     assert_eq!(store_errors(&bulkhead), 11);
+}
+
+/// An async caller that finds the period used up reserves one of the next period in Redis
+/// (within its `timeout`) and waits for it on the bulkhead's clock; a caller whose wait
+/// would exceed the timeout is refused without reserving anything.
+#[test]
+fn async_callers_wait_for_a_period_reserved_in_redis() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let (clock, shared) = manual_clock();
+    let period = StdDuration::from_secs(HOUR);
+    let bulkhead = partner(
+        RateLimitConfig {
+            timeout: Duration::from_std(period),
+            ..cluster_limit(
+                &server.url(),
+                2,
+                Duration::from_std(period),
+                OnStoreError::Refuse,
+            )
+        },
+        shared,
+    );
+    for _ in 0..2 {
+        let mut admitted = Box::pin(bulkhead.acquire_async());
+        assert!(matches!(poll_once(&mut admitted), Poll::Ready(Ok(_))));
+    }
+    // The next two reserve the next period; a fifth would need the one after (> 1 hour).
+    let mut waiting: Vec<_> = (0..2).map(|_| Box::pin(bulkhead.acquire_async())).collect();
+    for w in &mut waiting {
+        assert!(poll_once(w).is_pending(), "waits for the next period");
+    }
+    let mut refused = Box::pin(bulkhead.acquire_async());
+    match poll_once(&mut refused) {
+        Poll::Ready(Err(error)) => {
+            let retry_after = error.retry_after().expect("RateLimited");
+            assert!(
+                retry_after > period && retry_after <= 2 * period,
+                "{retry_after:?}"
+            );
+        }
+        other => panic!("the fifth is refused: {other:?}"),
+    }
+    clock.advance(period);
+    for w in &mut waiting {
+        assert!(
+            matches!(poll_once(w), Poll::Ready(Ok(_))),
+            "its period has started"
+        );
+    }
+    assert_eq!(store_errors(&bulkhead), 0);
+}
+
+/// A URL read from an unset environment variable makes every decision a store error
+/// (counted, `on_store_error` followed), never a panic; no Redis needed.
+#[test]
+fn an_unset_url_variable_is_a_counted_store_error() {
+    let (_clock, shared) = manual_clock();
+    let mut limit = cluster_limit(
+        "${BULKHEAD_TEST_NEVER_SET}",
+        10,
+        Duration::from_secs(HOUR),
+        OnStoreError::Local,
+    );
+    if let Some(store) = &mut limit.store {
+        store.replicas = 4;
+    }
+    let bulkhead = partner(limit, shared);
+    let admitted = (0..10).filter(|_| bulkhead.call(|| ()).is_ok()).count();
+    assert_eq!(
+        admitted, 3,
+        "this process's share: 10 / 4 replicas, rounded up"
+    );
+    assert_eq!(store_errors(&bulkhead), 10);
 }

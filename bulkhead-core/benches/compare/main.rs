@@ -9,17 +9,20 @@
 //! 3. a thread-pool round trip vs a bare crossbeam-channel pool and `spawn_blocking`;
 //! 4. thread-pool throughput with several callers;
 //! 5. an async semaphore acquire + release vs tokio's `Semaphore::acquire`;
-//! 6. resident memory after 1,000,000 refused submissions.
+//! 6. resident memory after 1,000,000 refused submissions;
+//! 7. admission through a cluster-wide rate limit (Redis) vs the local one (`cluster.rs`).
 //!
 //! With `java` on PATH, `benches/java/Compare.java` adds the JDK's `Semaphore` and
 //! `ThreadPoolExecutor` (what Resilience4j is built on) on the same workloads.
 //!
 //! Set `BENCH_QUICK=1` for a short smoke run (shorter samples; no Java), `BENCH_NO_JAVA=1` to
 //! skip the Java peers. `--profile <workload> <iterations>` runs one workload's loop alone,
-//! for callgrind (see `profile.rs`).
+//! for callgrind (see `profile.rs`). `BENCH_ONLY=7` (a comma-separated list of workload
+//! numbers) runs only those workloads.
 
 mod alloc;
 mod attribute;
+mod cluster;
 mod harness;
 mod java;
 mod peers;
@@ -63,6 +66,9 @@ struct Settings {
     java: bool,
 }
 
+/// One numbered workload: measures, then adds its rows.
+type Workload = dyn Fn(&Settings, &mut Vec<Row>);
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter or `--test` (from `cargo test --benches`)
     // means a smoke run.
@@ -100,16 +106,30 @@ fn main() {
         settings.slow
     );
 
+    let only = std::env::var("BENCH_ONLY").ok();
+    let selected = |n: &str| {
+        only.as_deref()
+            .is_none_or(|list| list.split(',').any(|w| w.trim() == n))
+    };
     let mut rows = Vec::new();
-    semaphore_call(&settings, &mut rows);
-    refusal(&settings, &mut rows);
-    pool_round_trip(&settings, &mut rows);
-    pool_throughput(&settings, &mut rows);
-    async_semaphore(&settings, &mut rows);
-    memory(&mut rows);
-    listeners(&settings, &mut rows);
+    let workloads: [(&str, &Workload); 8] = [
+        ("1", &semaphore_call),
+        ("2", &refusal),
+        ("3", &pool_round_trip),
+        ("4", &pool_throughput),
+        ("5", &async_semaphore),
+        ("6", &|_, rows| memory(rows)),
+        ("listeners", &listeners),
+        ("7", &cluster::run),
+    ];
+    for (n, workload) in workloads {
+        if selected(n) {
+            workload(&settings, &mut rows);
+        }
+    }
 
-    let java = if settings.java {
+    let with_java = settings.java && only.is_none();
+    let java = if with_java {
         eprintln!("java peers (benches/java/Compare.java):");
         java::run().unwrap_or_else(|why| {
             eprintln!("  java peers skipped: {why}");
@@ -118,7 +138,7 @@ fn main() {
     } else {
         BTreeMap::new()
     };
-    add_java_rows(&java, &mut rows, settings.java);
+    add_java_rows(&java, &mut rows, with_java);
     // Each workload's rows together (the Java rows were measured last; issue 4's row is
     // about row 1); stable otherwise.
     rows.sort_by_key(|r| match r.workload.chars().next() {

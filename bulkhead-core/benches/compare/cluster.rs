@@ -1,0 +1,125 @@
+//! Workload 7: admission through a cluster-wide rate limit (`scope: cluster`, one Lua
+//! script per call on a `redis-server` this bench starts on 127.0.0.1) against the local
+//! limiter, in the same run; and the cost of a call while Redis is down (the store backs
+//! off, so the call falls back to the local share without touching the network).
+//!
+//! Skipped, with the reason in the table, when `redis-server` is not on the `PATH`.
+
+use std::hint::black_box;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use bulkhead_config_types::{
+    BulkheadConfig, Duration, OnStoreError, RateLimitConfig, RateLimitScope, RateLimitStore,
+};
+use bulkhead_core::{Bulkhead, SemaphoreBulkhead, system_clock};
+
+use crate::harness::{Cell, Row, each, measure, report};
+use crate::{Settings, find, semaphore_config};
+
+const LOCAL: &str = "rate-limited call, scope: process";
+const CLUSTER: &str = "rate-limited call, scope: cluster (Redis on 127.0.0.1)";
+const DOWN: &str = "rate-limited call, scope: cluster, Redis down (local share)";
+const WORKLOAD: &str = "7. rate-limit admission, cluster vs local";
+
+/// A limit no workload reaches: every call is admitted.
+const LIMIT: u32 = 1_000_000_000;
+
+pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
+    let Some((mut server, url)) = start_redis() else {
+        rows.push(Row {
+            workload: WORKLOAD.into(),
+            ours: Cell::missing(CLUSTER, "skipped: no redis-server on the PATH"),
+            peer: Cell::missing(LOCAL, "–"),
+            target: "–".into(),
+        });
+        return;
+    };
+    let local = limited(RateLimitConfig::per_process(LIMIT, Duration::from_secs(1)));
+    let cluster = limited(cluster_limit(&url));
+    // Nothing listens on port 1: the store fails once, then backs off.
+    let down = limited(cluster_limit("redis://127.0.0.1:1/"));
+    let (mut x, mut y, mut z) = (0u64, 0u64, 0u64);
+    let results = measure(
+        settings.fast,
+        vec![
+            each(LOCAL, || {
+                x += 1;
+                black_box(local.call(|| black_box(x)).ok());
+            }),
+            each(CLUSTER, || {
+                y += 1;
+                black_box(cluster.call(|| black_box(y)).ok());
+            }),
+            each(DOWN, || {
+                z += 1;
+                black_box(down.call(|| black_box(z)).ok());
+            }),
+        ],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    report(WORKLOAD, &results);
+    let errors = cluster.snapshot().rate_limit_store_errors.unwrap_or(0);
+    rows.push(Row {
+        workload: WORKLOAD.into(),
+        ours: Cell::of(find(&results, CLUSTER)).with_note(format!("{errors} store errors")),
+        peer: Cell::of(find(&results, LOCAL)),
+        target: "– (one round trip)".into(),
+    });
+    rows.push(Row {
+        workload: "7. rate-limit admission, Redis down vs local".into(),
+        ours: Cell::of(find(&results, DOWN)),
+        peer: Cell::of(find(&results, LOCAL)),
+        target: "–".into(),
+    });
+}
+
+fn cluster_limit(url: &str) -> RateLimitConfig {
+    RateLimitConfig {
+        scope: RateLimitScope::Cluster,
+        store: Some(RateLimitStore {
+            key_prefix: format!("bench:{}:", std::process::id()),
+            on_store_error: OnStoreError::Local,
+            ..RateLimitStore::redis(url)
+        }),
+        ..RateLimitConfig::per_process(LIMIT, Duration::from_secs(1))
+    }
+}
+
+fn limited(rate_limit: RateLimitConfig) -> SemaphoreBulkhead {
+    let mut config = BulkheadConfig::semaphore(semaphore_config(25));
+    config.rate_limit = Some(rate_limit);
+    match Bulkhead::from_config("bench-rate", &config, system_clock()) {
+        Bulkhead::Semaphore(bulkhead) => bulkhead,
+        Bulkhead::ThreadPool(_) => unreachable!("a semaphore config builds a semaphore"),
+    }
+}
+
+/// A `redis-server` on a free port once it accepts connections, and its URL.
+fn start_redis() -> Option<(Child, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .ok()?
+        .port();
+    let mut child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--logfile", ""])
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut lines = BufReader::new(child.stdout.take()?).lines();
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|line| line.contains("Ready to accept connections"));
+    std::thread::spawn(move || lines.for_each(drop));
+    if !ready {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    }
+    Some((child, format!("redis://127.0.0.1:{port}/")))
+}
