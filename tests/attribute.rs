@@ -388,3 +388,40 @@ async fn an_async_pool_body_marks_an_overloaded_outcome_for_the_adaptive_limit()
     assert_eq!(render_label(503).await.unwrap(), 503);
     assert_eq!(snapshot("attr-adaptive-pool").limit, 5);
 }
+
+#[bulkhead("attr-cluster-rate")]
+fn call_partner_quota() -> Result<&'static str, BulkheadError> {
+    Ok("called")
+}
+
+/// A cluster-wide rate limit declared in `bulkheads.yaml` is compiled into the binary
+/// whole (its store included, `${…}` as written, read at run time). Here the variable is
+/// unset, so Redis cannot be reached: `on_store_error: refuse` refuses, and counts it.
+#[test]
+fn a_cluster_rate_limit_is_compiled_in_with_its_store() {
+    use bulkhead::config::{Duration, OnStoreError, RateLimitScope, RateLimitStore};
+
+    let err = call_partner_quota().unwrap_err();
+    assert!(matches!(err, BulkheadError::RateLimited { .. }), "{err}");
+    assert_eq!(err.retry_after(), Some(std::time::Duration::from_secs(1)));
+    assert_eq!(
+        snapshot("attr-cluster-rate").rate_limit_store_errors,
+        Some(1)
+    );
+
+    let rate = bulkhead::registry()
+        .config("attr-cluster-rate")
+        .and_then(|c| c.rate_limit)
+        .expect("declared with a rate limit");
+    assert_eq!(rate.scope, RateLimitScope::Cluster);
+    assert_eq!(
+        rate.store,
+        Some(RateLimitStore {
+            redis: "${BULKHEAD_TEST_NEVER_SET_REDIS_URL}".into(),
+            key_prefix: "attr:".into(),
+            response_timeout: Duration::from_millis(20),
+            on_store_error: OnStoreError::Refuse,
+            replicas: 4,
+        })
+    );
+}

@@ -7,7 +7,8 @@
 
 use bulkhead_config::{
     AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, CodelConfig, Duration, Expected, Limits,
-    OnFull, QueueOrder, RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+    OnFull, OnStoreError, QueueOrder, RateLimitConfig, RateLimitScope, RateLimitStore,
+    SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
 };
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -121,13 +122,50 @@ fn rate_limit(rate_limit: &RateLimitConfig) -> TokenStream {
         limit_for_period,
         refresh_period,
         timeout,
+        scope,
+        store,
     } = rate_limit;
     let (refresh_period, timeout) = (duration(*refresh_period), duration(*timeout));
+    let scope = match scope {
+        RateLimitScope::Process => quote!(#c::RateLimitScope::Process),
+        RateLimitScope::Cluster => quote!(#c::RateLimitScope::Cluster),
+    };
+    let store = option(store.as_ref(), self::store);
     quote! {
         #c::RateLimitConfig {
             limit_for_period: #limit_for_period,
             refresh_period: #refresh_period,
             timeout: #timeout,
+            scope: #scope,
+            store: #store,
+        }
+    }
+}
+
+/// A cluster-wide limit's store. `redis` is emitted as written: a `${NAME}` is read from
+/// the environment at run time, never at build time.
+fn store(store: &RateLimitStore) -> TokenStream {
+    let c = types();
+    let RateLimitStore {
+        redis,
+        key_prefix,
+        response_timeout,
+        on_store_error,
+        replicas,
+    } = store;
+    let response_timeout = duration(*response_timeout);
+    let on_store_error = match on_store_error {
+        OnStoreError::Local => quote!(#c::OnStoreError::Local),
+        OnStoreError::Allow => quote!(#c::OnStoreError::Allow),
+        OnStoreError::Refuse => quote!(#c::OnStoreError::Refuse),
+    };
+    quote! {
+        #c::RateLimitStore {
+            redis: ::std::string::String::from(#redis),
+            key_prefix: ::std::string::String::from(#key_prefix),
+            response_timeout: #response_timeout,
+            on_store_error: #on_store_error,
+            replicas: #replicas,
         }
     }
 }
