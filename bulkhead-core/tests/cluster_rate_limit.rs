@@ -578,3 +578,100 @@ fn an_unset_url_variable_is_a_counted_store_error() {
     );
     assert_eq!(store_errors(&bulkhead), 10);
 }
+
+/// Collects the `store_errors` field of every event that has one.
+#[derive(Clone, Default)]
+struct StoreErrorWarnings(Arc<std::sync::Mutex<Vec<(tracing::Level, u64)>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StoreErrorWarnings {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Count(Option<u64>);
+        impl tracing::field::Visit for Count {
+            fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+                if field.name() == "store_errors" {
+                    self.0 = Some(value);
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
+        let mut count = Count(None);
+        event.record(&mut count);
+        if let Some(n) = count.0 {
+            self.0.lock().unwrap().push((*event.metadata().level(), n));
+        }
+    }
+}
+
+/// Store errors are logged as a `WARN` at most once per 10 seconds (by the bulkhead's
+/// clock), each warning carrying how many errors it stands for; no Redis needed.
+#[test]
+fn store_errors_are_logged_at_a_bounded_rate() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    let warnings = StoreErrorWarnings::default();
+    let subscriber = tracing_subscriber::registry().with(warnings.clone());
+    tracing::subscriber::with_default(subscriber, || {
+        let (clock, shared) = manual_clock();
+        let bulkhead = partner(
+            cluster_limit(
+                "${BULKHEAD_TEST_NEVER_SET}",
+                10,
+                Duration::from_secs(HOUR),
+                OnStoreError::Allow,
+            ),
+            shared,
+        );
+        for _ in 0..20 {
+            assert_eq!(bulkhead.call(|| ()), Ok(()), "`allow` admits");
+        }
+        assert_eq!(*warnings.0.lock().unwrap(), [(tracing::Level::WARN, 1)]);
+        clock.advance(StdDuration::from_secs(10));
+        assert_eq!(bulkhead.call(|| ()), Ok(()));
+        assert_eq!(
+            *warnings.0.lock().unwrap(),
+            [(tracing::Level::WARN, 1), (tracing::Level::WARN, 20)],
+            "the second warning stands for the 19 unreported errors and its own"
+        );
+        assert_eq!(store_errors(&bulkhead), 21);
+    });
+}
+
+/// A reload applies at once, as with the local limiter: a higher `limit_for_period` adds
+/// its difference to the current period in Redis; back to `scope: process` the bulkhead
+/// counts locally and reports no store errors.
+#[test]
+fn a_reload_changes_the_cluster_limit_live() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let (_clock, shared) = manual_clock();
+    let limit = |n| {
+        cluster_limit(
+            &server.url(),
+            n,
+            Duration::from_secs(HOUR),
+            OnStoreError::Refuse,
+        )
+    };
+    let bulkhead = partner(limit(2), shared);
+    let admitted = |calls: usize| (0..calls).filter(|_| bulkhead.call(|| ()).is_ok()).count();
+    assert_eq!(admitted(3), 2);
+    bulkhead.set_rate_limit(Some(&limit(4)));
+    assert_eq!(bulkhead.rate_limiter().limit_for_period(), 4);
+    assert_eq!(admitted(3), 2, "two more in this period");
+    bulkhead.set_rate_limit(Some(&limit(3)));
+    assert_eq!(admitted(1), 0, "four taken, three allowed");
+    assert_eq!(store_errors(&bulkhead), 0);
+
+    bulkhead.set_rate_limit(Some(&RateLimitConfig::per_process(
+        5,
+        Duration::from_secs(HOUR),
+    )));
+    assert!(!bulkhead.rate_limiter().is_cluster_wide());
+    assert_eq!(bulkhead.snapshot().rate_limit_store_errors, None);
+    let text = prometheus::encode(&[bulkhead.snapshot()]);
+    assert!(
+        !text.contains("bulkhead_rate_limit_store_errors_total"),
+        "{text}"
+    );
+}

@@ -20,10 +20,12 @@
 //! one of fixed windows: up to `2N` calls in a span of one period that straddles a
 //! boundary, as with the local limiter.
 //!
-//! The key is `key_prefix` + the bulkhead's name, a hash `{cycle, permissions, period}`
-//! that expires a period after its last reservation, so idle limits leave nothing behind.
-//! Processes configured with different limits for the same key each apply their own
-//! `limit_for_period` to the shared count (configure them alike).
+//! The key is `key_prefix` + the bulkhead's name, a hash `{cycle, permissions, period,
+//! limit}` that expires a period after its last reservation, so idle limits leave nothing
+//! behind. A reload takes effect as the local limiter's does: a new `limit_for_period`
+//! moves the current period's permissions by the change (never above the new limit), a new
+//! `refresh_period` starts afresh. Processes configured with different limits for the same
+//! key (a rolling reload) each apply their own (configure them alike).
 //!
 //! # Faults: bounded, counted, no reconnect storm
 //!
@@ -64,11 +66,14 @@ local timeout = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cycle = math.floor(now / period)
-local state = redis.call('HMGET', KEYS[1], 'cycle', 'permissions', 'period')
+local state = redis.call('HMGET', KEYS[1], 'cycle', 'permissions', 'period', 'limit')
 local permissions = limit
 if state[1] and tonumber(state[3]) == period then
   local elapsed = cycle - tonumber(state[1])
   permissions = tonumber(state[2])
+  if state[4] then
+    permissions = permissions + limit - tonumber(state[4])
+  end
   if elapsed > 0 then
     permissions = permissions + elapsed * limit
   end
@@ -86,7 +91,8 @@ if wait > timeout then
   return {0, string.format('%.0f', wait)}
 end
 redis.call('HSET', KEYS[1], 'cycle', string.format('%.0f', cycle),
-  'permissions', string.format('%.0f', permissions - 1), 'period', string.format('%.0f', period))
+  'permissions', string.format('%.0f', permissions - 1), 'period', string.format('%.0f', period),
+  'limit', string.format('%.0f', limit))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.ceil((wait + period) / 1000) + 1000))
 return {1, string.format('%.0f', wait)}
 ";
