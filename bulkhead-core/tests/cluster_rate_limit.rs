@@ -675,3 +675,55 @@ fn a_reload_changes_the_cluster_limit_live() {
         "{text}"
     );
 }
+
+/// Redis killed while four threads are calling: no call panics or waits past the store's
+/// `response_timeout` (checked with a generous second), and the calls go on under
+/// `on_store_error` once Redis is gone.
+#[test]
+fn redis_killed_under_concurrent_calls_holds_no_call_past_the_bound() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    let Some(mut server) = Server::start() else {
+        return;
+    };
+    let (_clock, shared) = manual_clock();
+    let bulkhead = partner(
+        cluster_limit(
+            &server.url(),
+            1_000_000,
+            Duration::from_secs(HOUR),
+            OnStoreError::Allow,
+        ),
+        shared,
+    );
+    let answered = AtomicU64::new(0);
+    let slowest = std::thread::scope(|scope| {
+        let callers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut slowest = StdDuration::ZERO;
+                    while store_errors(&bulkhead) < 1000 {
+                        let (result, took) = timed_call(&bulkhead);
+                        assert_eq!(result, Ok(()), "a huge limit, or `allow`");
+                        slowest = slowest.max(took);
+                        answered.fetch_add(1, Relaxed);
+                    }
+                    slowest
+                })
+            })
+            .collect();
+        // Kill it once the callers are under way (Redis has answered 100 calls).
+        support::wait_until(|| answered.load(Relaxed) >= 100);
+        server.kill();
+        callers
+            .into_iter()
+            .map(|c| c.join().expect("no caller panics"))
+            .max()
+            .expect("four callers")
+    });
+    assert!(
+        slowest <= StdDuration::from_millis(100) + StdDuration::from_secs(1),
+        "the slowest call took {slowest:?}"
+    );
+    assert!(store_errors(&bulkhead) >= 1000);
+}
