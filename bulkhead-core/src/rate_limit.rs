@@ -25,8 +25,9 @@
 //!
 //! 5. With `scope: cluster` (feature `redis`), the count lives in Redis
 //!    (`rate_limit/cluster.rs`): one atomic script per decision runs this same algorithm on
-//!    Redis's clock for every process at once. The local state then holds the `on_store_error: local` share
-//!    (`limit_for_period / replicas`), used only while Redis cannot answer.
+//!    Redis's clock for every process at once. The local state then holds the
+//!    `on_store_error: local` share (`limit_for_period / replicas`), used only while Redis
+//!    cannot answer.
 //!
 //! Known limit: the cycle number is kept modulo 2³², so a limiter idle for 2³² periods
 //! (50 days at 1 ms) may refill one cycle late.
