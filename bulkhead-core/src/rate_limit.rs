@@ -451,6 +451,7 @@ impl fmt::Debug for RateLimiter {
             .field("limit_for_period", &self.limit_for_period())
             .field("refresh_period", &self.refresh_period())
             .field("timeout", &self.timeout())
+            .field("cluster_wide", &self.is_cluster_wide())
             .finish()
     }
 }
