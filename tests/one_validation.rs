@@ -2,13 +2,14 @@
 //! macro, the CLI and deploys read it) accepts, the code path (`Registry::register`)
 //! accepts with the same result, and vice versa — and both refuse with the same messages.
 //! The generators reach past every limit: zero and absurd sizes, `core > max`, a rate of
-//! `0 per 0s`, thresholds outside (0, 1], names that are empty, have spaces, `/`, a
+//! `0 per 0s`, a cluster-wide limit without a store or with a bad Redis address, 0 replicas
+//! or a 0 response timeout, thresholds outside (0, 1], names that are empty, have spaces, `/`, a
 //! newline or NUL, and thread-name prefixes with NUL.
 
 use bulkhead_config::{
     AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, BulkheadSpec, CodelConfig, Duration, Limits,
-    OnFull, QueueOrder, RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
-    parse_file,
+    OnFull, QueueOrder, RateLimitConfig, RateLimitScope, RateLimitStore, SaturationThresholds,
+    SemaphoreConfig, ThreadPoolConfig, parse_file,
 };
 use bulkhead_core::{Registry, RegistryError};
 use proptest::prelude::*;
@@ -88,13 +89,36 @@ fn limits() -> impl Strategy<Value = Limits> {
 }
 
 fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
-    let rate_limit = proptest::option::of((0u32..=3, duration(), duration()).prop_map(
-        |(limit_for_period, refresh_period, timeout)| RateLimitConfig {
-            limit_for_period,
-            refresh_period,
-            timeout,
-        },
-    ));
+    // A cluster-wide limit's store, with and without each of its rules broken.
+    let store = proptest::option::of(
+        (
+            proptest::sample::select(&[
+                "redis://127.0.0.1:1/",
+                "${REDIS_URL}",
+                "${REDIS-URL}",
+                "http://redis:6379",
+                "",
+            ]),
+            duration(),
+            0u32..=2,
+        )
+            .prop_map(|(redis, response_timeout, replicas)| RateLimitStore {
+                response_timeout,
+                replicas,
+                ..RateLimitStore::redis(redis)
+            }),
+    );
+    let scope = prop_oneof![Just(RateLimitScope::Process), Just(RateLimitScope::Cluster)];
+    let rate_limit =
+        proptest::option::of((0u32..=3, duration(), duration(), scope, store).prop_map(
+            |(limit_for_period, refresh_period, timeout, scope, store)| RateLimitConfig {
+                limit_for_period,
+                refresh_period,
+                timeout,
+                scope,
+                store,
+            },
+        ));
     let saturation = (threshold(), threshold(), threshold(), threshold()).prop_map(
         |(active_warning, active_critical, queue_warning, queue_critical)| SaturationThresholds {
             active_warning,
