@@ -284,6 +284,7 @@ pub fn fallback<F, Args, R>(fallback: F, args: Args, error: BulkheadError) -> R
 where
     Args: FallbackArgs<F, R>,
 {
+    bulkhead_core::registry().record_fallback(error.name());
     args.call(fallback, error)
 }
 

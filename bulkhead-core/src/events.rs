@@ -191,6 +191,31 @@ pub fn subscribe(listener: impl Listener) -> Subscription {
     Subscription { id: Some(id) }
 }
 
+/// Times every admitted call of every bulkhead from now until the returned subscription
+/// drops, for the call-duration histogram (`BulkheadSnapshot::call_duration`,
+/// `bulkhead_call_duration_seconds`). Any event listener does the same; this one listens
+/// to nothing.
+///
+/// Timing costs what a listener costs: two clock reads per admitted call and the event
+/// path (about 150 ns a call on a 2-core machine, against about 15 ns untimed). Without
+/// it, the histogram only counts calls made while someone listened.
+///
+/// ```
+/// use bulkhead_config::SemaphoreConfig;
+/// use bulkhead_core::{SemaphoreBulkhead, events};
+///
+/// let timing = events::time_calls();
+/// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default());
+/// search.call(|| ()).unwrap();
+/// assert_eq!(search.snapshot().call_duration.count(), 1);
+/// drop(timing);
+/// search.call(|| ()).unwrap();
+/// assert_eq!(search.snapshot().call_duration.count(), 1);
+/// ```
+pub fn time_calls() -> Subscription {
+    subscribe(|_: &Event<'_>| {})
+}
+
 /// True when at least one listener is registered. One relaxed load: what every call site
 /// checks before building anything.
 #[inline]

@@ -19,13 +19,17 @@ pub mod context;
 pub mod declaration;
 mod error;
 pub mod events;
+pub mod metric_families;
 #[cfg(feature = "metrics")]
 pub mod metrics_bridge;
 pub mod prometheus;
 mod rate_limit;
 mod reentry;
 mod registry;
+mod reloads;
 mod semaphore;
+#[cfg(feature = "serde")]
+mod serialize;
 mod snapshot;
 mod stats;
 mod sync;
@@ -42,6 +46,7 @@ pub use registry::{
     Bulkhead, BulkheadShutdown, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
     UndeclaredName, registry,
 };
+pub use reloads::{ReloadFailure, ReloadStatus};
 pub use semaphore::{
     Acquire, AsyncPermit, OwnedPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown,
 };

@@ -37,6 +37,7 @@ use parking_lot::Mutex;
 use crate::BulkheadName;
 use crate::clock::{Clock, system_clock};
 use crate::declaration::{DeclarationSite, Declarations};
+use crate::reloads::{ReloadLog, ReloadStatus};
 use crate::semaphore::{SemaphoreBulkhead, SemaphoreShutdown};
 use crate::snapshot::BulkheadSnapshot;
 use crate::thread_pool::{ShutdownReport, ThreadPoolBulkhead};
@@ -121,6 +122,14 @@ impl Bulkhead {
         match self {
             Bulkhead::Semaphore(b) => b.snapshot(),
             Bulkhead::ThreadPool(b) => b.snapshot(),
+        }
+    }
+
+    /// Counts a refused call answered by a fallback (`bulkhead_fallbacks_total`).
+    pub fn record_fallback(&self) {
+        match self {
+            Bulkhead::Semaphore(b) => b.record_fallback(),
+            Bulkhead::ThreadPool(b) => b.record_fallback(),
         }
     }
 
@@ -279,6 +288,7 @@ impl fmt::Display for ReloadProblem {
 
 /// A name in a deploy that no code declares or registered: most often a typo.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct UndeclaredName {
     /// The name as the deploy writes it.
@@ -320,6 +330,7 @@ fn join(problems: &[ReloadProblem]) -> String {
 
 /// What [`Registry::reload`] did, by bulkhead name (each list sorted).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ReloadReport {
     /// Bulkheads whose limits changed and were applied in place (a bulkhead the deploy no
@@ -380,6 +391,8 @@ pub struct Registry {
     /// The deploy last applied (`None`: none yet). Its lock serialises reloads and orders
     /// registrations against them (invariants 3 and 5).
     deploy: Mutex<Option<Config>>,
+    /// Applied and refused reloads.
+    reloads: ReloadLog,
 }
 
 impl Registry {
@@ -394,6 +407,7 @@ impl Registry {
             entries: DashMap::new(),
             clock,
             deploy: Mutex::new(None),
+            reloads: ReloadLog::default(),
         }
     }
 
@@ -524,8 +538,10 @@ impl Registry {
     /// # Errors
     ///
     /// [`ReloadError`] with every [`ReloadProblem`] found.
+    ///
+    /// Every reload is counted in [`reload_status`](Self::reload_status), applied or refused.
     pub fn reload(&self, config: &Config) -> Result<ReloadReport, ReloadError> {
-        self.apply(config, false)
+        self.counted(self.apply(config, false))
     }
 
     /// [`reload`](Self::reload), but a name no code declares or registered is refused
@@ -535,7 +551,37 @@ impl Registry {
     ///
     /// [`ReloadError`] with every [`ReloadProblem`] found.
     pub fn reload_strict(&self, config: &Config) -> Result<ReloadReport, ReloadError> {
-        self.apply(config, true)
+        self.counted(self.apply(config, true))
+    }
+
+    fn counted(
+        &self,
+        result: Result<ReloadReport, ReloadError>,
+    ) -> Result<ReloadReport, ReloadError> {
+        match &result {
+            Ok(_) => self.reloads.applied(),
+            Err(err) => self.reloads.refused(err.to_string()),
+        }
+        result
+    }
+
+    /// Counts a reload refused before it reached [`reload`](Self::reload) (a deploy file
+    /// that did not parse or validate) and keeps its `message` as the last error.
+    pub fn record_reload_failure(&self, message: impl Into<String>) {
+        self.reloads.refused(message.into());
+    }
+
+    /// How many reloads were applied and refused, and the last refusal.
+    pub fn reload_status(&self) -> ReloadStatus {
+        self.reloads.status()
+    }
+
+    /// Counts a refused call of the bulkhead `name` answered by a fallback; nothing if no
+    /// bulkhead is registered under that name.
+    pub fn record_fallback(&self, name: &str) {
+        if let Some(entry) = self.entries.get(name) {
+            entry.bulkhead.record_fallback();
+        }
     }
 
     fn apply(&self, config: &Config, strict: bool) -> Result<ReloadReport, ReloadError> {

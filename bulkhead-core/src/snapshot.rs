@@ -17,6 +17,7 @@ use crate::telemetry::{HistogramSnapshot, SaturationLevel};
 /// `queue_capacity`) are `None` for a semaphore; `queued` is 0 for a semaphore, whose
 /// waiting callers are counted in `waiting` instead.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct BulkheadSnapshot {
     /// The bulkhead's name.
@@ -49,6 +50,11 @@ pub struct BulkheadSnapshot {
     /// How long tasks waited in the pool's queue before a worker took them; `None` for a
     /// semaphore.
     pub queue_time: Option<HistogramSnapshot>,
+    /// How long admitted calls ran: a semaphore call from admission to the permit's
+    /// return, a pool task on its worker. Recorded only for calls admitted while call
+    /// timing was on ([`events::time_calls`](crate::events::time_calls), or any event
+    /// listener), so its count may be below `calls.permitted`.
+    pub call_duration: HistogramSnapshot,
     /// How close the bulkhead is to refusing, against its configured thresholds
     /// (`saturation` in the config; 80 %/95 % active, 70 %/90 % queue by default).
     /// Information for dashboards and alerts, never a failed health check.
@@ -67,6 +73,7 @@ pub struct BulkheadSnapshot {
 /// once it is over, so at rest `permitted == completed + panicked + cancelled`.
 /// Re-entrant calls ran inline without a permit and are counted only in `reentrant`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct CallCounts {
     /// Calls admitted (given a permit or accepted into the pool).
@@ -87,12 +94,16 @@ pub struct CallCounts {
     /// Synchronous thread-pool calls that finished on their worker after their caller had
     /// stopped waiting at the call timeout: the result was thrown away.
     pub discarded: u64,
+    /// Refused calls answered by a fallback (`#[bulkhead(…, fallback = …)]`, or code that
+    /// reports its own with `record_fallback`).
+    pub fallbacks: u64,
     /// Refused calls, by reason.
     pub refused: RefusalCounts,
 }
 
 /// Refused calls of one bulkhead, by reason ([`BulkheadError::reason`](crate::BulkheadError::reason)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct RefusalCounts {
     /// `Full`: no room and no wait allowed.

@@ -26,6 +26,8 @@ pub(crate) struct Counters {
     /// Synchronous thread-pool calls whose caller stopped waiting at the call timeout: the
     /// worker finished them and their result was thrown away.
     pub discarded: AtomicU64,
+    /// Refused calls answered by a fallback (counted by whoever called the fallback).
+    pub fallbacks: AtomicU64,
 }
 
 /// The refusal reasons, in the order of [`Counters::refused`]; equal to [`BulkheadError::reason`].
@@ -75,6 +77,7 @@ impl Counters {
             reentrant: self.reentrant.load(Relaxed),
             timed_out: refused(5),
             discarded: self.discarded.load(Relaxed),
+            fallbacks: self.fallbacks.load(Relaxed),
             refused: RefusalCounts {
                 full: refused(0),
                 timeout: refused(1),

@@ -322,6 +322,38 @@ fn pool_refusal_logs_a_warning_with_active_and_queued_counts() {
     assert!(w.field("message").unwrap().contains("obs-refuse-pool"));
 }
 
+#[test]
+fn a_refusal_storm_logs_a_bounded_number_of_warnings_and_counts_every_refusal() {
+    capture();
+    let (clock, shared) = support::manual_clock();
+    let config = BulkheadConfig::semaphore(semaphore_config(1, 0));
+    let storm = bulkhead_core::Bulkhead::from_config("obs-refusal-storm", &config, shared);
+    let storm = storm.as_semaphore().unwrap();
+    let held = storm.try_acquire().unwrap();
+    thread::scope(|s| {
+        s.spawn(|| {
+            // 100 000 refusals in one second of the bulkhead's clock, 10 µs apart.
+            for _ in 0..100_000 {
+                assert!(matches!(storm.call(|| ()), Err(BulkheadError::Full { .. })));
+                clock.advance(Duration::from_micros(10));
+            }
+            // The second is over: the next refusal is logged, with the number left out.
+            assert!(storm.call(|| ()).is_err());
+        });
+    });
+    drop(held);
+
+    let warnings: Vec<EventRecord> = events_with("bulkhead", "obs-refusal-storm")
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::WARN)
+        .collect();
+    let suppressed: Vec<Option<&str>> = warnings.iter().map(|w| w.field("suppressed")).collect();
+    assert_eq!(suppressed, [Some("0"), Some("99999")]);
+    let calls = storm.snapshot().calls;
+    assert_eq!(calls.refused.full, 100_001);
+    assert_eq!(calls.refused.total(), 100_001);
+}
+
 // ------------------------------------------------------------------ context propagators
 
 thread_local! {
@@ -826,8 +858,15 @@ fn strict_text_format(text: &str) {
             _ => assert_eq!(suffix, "", "{line}"),
         }
         let labels = parse_labels(labels);
-        assert!(labels.contains_key("bulkhead"), "{line}");
-        let key = format!("{family}/{}", labels["bulkhead"]);
+        // Every series names its bulkhead, but the registry's own reload counter.
+        let subject = match labels.get("bulkhead") {
+            Some(bulkhead) => bulkhead.clone(),
+            None => {
+                assert_eq!(family, "bulkhead_config_reloads_total", "{line}");
+                labels["result"].clone()
+            }
+        };
+        let key = format!("{family}/{subject}");
         if suffix == "_bucket" {
             let le = &labels["le"];
             let bound: f64 = if le == "+Inf" {
@@ -895,10 +934,10 @@ fn histogram_snapshot_is_empty_for_a_fresh_bulkhead() {
 
 #[cfg(feature = "metrics")]
 mod metrics_bridge {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::sync::{Arc, Mutex};
 
-    use bulkhead_core::metrics_bridge;
+    use bulkhead_core::{metrics_bridge, prometheus};
     use metrics::{
         Counter, CounterFn, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, Recorder,
         SharedString, Unit,
@@ -906,9 +945,10 @@ mod metrics_bridge {
 
     type Values = Arc<Mutex<BTreeMap<String, f64>>>;
 
-    /// A recorder that keeps the last value of every series, keyed `name{k=v,...}`.
+    /// A recorder that keeps the last value of every series, keyed `name{k=v,...}`, and
+    /// the type each series was registered as.
     #[derive(Default)]
-    struct LastValue(Values);
+    struct LastValue(Values, Mutex<BTreeMap<String, &'static str>>);
 
     struct Series(Values, String);
 
@@ -934,10 +974,11 @@ mod metrics_bridge {
     }
 
     fn series(key: &Key) -> String {
-        let labels: Vec<String> = key
+        let mut labels: Vec<String> = key
             .labels()
             .map(|l| format!("{}={}", l.key(), l.value()))
             .collect();
+        labels.sort();
         format!("{}{{{}}}", key.name(), labels.join(","))
     }
 
@@ -946,9 +987,11 @@ mod metrics_bridge {
         fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
         fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            self.1.lock().unwrap().insert(series(key), "counter");
             Counter::from_arc(Arc::new(Series(Arc::clone(&self.0), series(key))))
         }
         fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+            self.1.lock().unwrap().insert(series(key), "gauge");
             Gauge::from_arc(Arc::new(Series(Arc::clone(&self.0), series(key))))
         }
         fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
@@ -984,8 +1027,8 @@ mod metrics_bridge {
             Some(1.0)
         );
         assert_eq!(
-            get("bulkhead_wait_seconds{bulkhead=checkout,quantile=0.99}"),
-            Some(0.0001)
+            get("bulkhead_wait_seconds_bucket{bulkhead=checkout,le=0.0001}"),
+            Some(1.0)
         );
         assert_eq!(
             get("bulkhead_wait_seconds_count{bulkhead=checkout}"),
@@ -995,5 +1038,132 @@ mod metrics_bridge {
             get("bulkhead_queue_time_seconds_count{bulkhead=ledger}"),
             Some(0.0)
         );
+    }
+
+    /// The text exposition's series as `name{k=v,...}` (labels sorted) with their values,
+    /// and each family's type from its `# TYPE` line.
+    type Families = BTreeMap<String, (String, BTreeSet<BTreeSet<String>>)>;
+
+    fn text_series(text: &str) -> (BTreeMap<String, f64>, BTreeMap<String, String>) {
+        let mut values = BTreeMap::new();
+        let mut types = BTreeMap::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                types.insert(name.to_owned(), kind.to_owned());
+                continue;
+            }
+            if line.starts_with('#') {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let (name, labels) = series.split_once('{').unwrap_or((series, "}"));
+            let labels: BTreeMap<String, String> =
+                super::parse_labels(labels.trim_end_matches('}'));
+            values.insert(key(name, &labels), value.parse().unwrap());
+        }
+        (values, types)
+    }
+
+    fn key(name: &str, labels: &BTreeMap<String, String>) -> String {
+        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{name}{{{}}}", labels.join(","))
+    }
+
+    /// Families by name: their type and the label sets of their series (`le` of histogram
+    /// buckets and the `_bucket`/`_sum`/`_count` suffixes folded into the family).
+    fn families(
+        values: &BTreeMap<String, f64>,
+        type_of: impl Fn(&str, &str) -> String,
+    ) -> Families {
+        let mut families = Families::new();
+        for series in values.keys() {
+            let (name, labels) = series.split_once('{').unwrap();
+            let kind = type_of(name, series);
+            let family = match kind.as_str() {
+                "histogram" => ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix))
+                    .unwrap_or(name),
+                _ => name,
+            };
+            let keys: BTreeSet<String> = labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .map(|l| l.split_once('=').unwrap().0.to_owned())
+                .filter(|k| !(kind == "histogram" && k == "le"))
+                .collect();
+            let entry = families
+                .entry(family.to_owned())
+                .or_insert_with(|| (kind.clone(), BTreeSet::new()));
+            assert_eq!(entry.0, kind, "{series}");
+            entry.1.insert(keys);
+        }
+        families
+    }
+
+    #[test]
+    fn the_bridge_and_the_text_publish_the_same_families_types_labels_and_values() {
+        let (registry, _clock) = super::fixed_registry();
+        let checkout = registry.semaphore("checkout").unwrap();
+        let timing = bulkhead_core::events::time_calls();
+        checkout.call(|| ()).unwrap();
+        drop(timing);
+        checkout.record_fallback();
+        let ledger = registry.thread_pool("ledger").unwrap();
+        ledger.call((), |()| ()).unwrap();
+        registry.record_reload_failure("deploy.yaml:1:1: error: not a config");
+
+        let text = prometheus::encode_registry(&registry);
+        let recorder = LastValue::default();
+        metrics::with_local_recorder(&recorder, || {
+            metrics_bridge::describe();
+            metrics_bridge::publish_registry(&registry);
+        });
+        let bridge_values = recorder.0.lock().unwrap().clone();
+        let bridge_types = recorder.1.lock().unwrap().clone();
+
+        let (text_values, text_types) = text_series(&text);
+        // Every series and its value, one by one.
+        assert_eq!(bridge_values, text_values);
+
+        let text_families = families(&text_values, |name, _| {
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .filter(|base| text_types.get(*base).map(String::as_str) == Some("histogram"))
+                .unwrap_or(name);
+            text_types[family].clone()
+        });
+        // The bridge publishes a histogram as counters `_bucket` (with `le`) and `_count`
+        // and a gauge `_sum`: such a triple is a histogram family.
+        let histograms: BTreeSet<&str> = bridge_types
+            .iter()
+            .filter(|(series, kind)| **kind == "counter" && series.contains(",le="))
+            .filter_map(|(series, _)| series.split_once("_bucket{").map(|(base, _)| base))
+            .collect();
+        let bridge_families = families(&bridge_values, |name, series| {
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix));
+            match base {
+                Some(base) if histograms.contains(base) => "histogram".to_owned(),
+                _ => bridge_types[series].to_owned(),
+            }
+        });
+        assert_eq!(
+            bridge_families.keys().collect::<Vec<_>>(),
+            text_families.keys().collect::<Vec<_>>()
+        );
+        for (family, text) in &text_families {
+            assert_eq!(&bridge_families[family], text, "family {family}");
+        }
+        // Every family of the table is in both (the fixture has a pool, fallbacks, timed
+        // calls and a reload).
+        for family in &bulkhead_core::metric_families::FAMILIES {
+            let (kind, _) = &text_families[family.name];
+            assert_eq!(kind, family.metric_type.as_str(), "{}", family.name);
+        }
     }
 }

@@ -116,6 +116,7 @@ impl Window {
 
 /// What an algorithm estimates about the dependency, for the snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Estimates {
     /// The dependency's latency without load (Vegas: the lowest window mean; Gradient2:
@@ -151,6 +152,7 @@ pub trait LimitAlgorithm: Send + fmt::Debug {
 
 /// The adaptive part of a [`BulkheadSnapshot`](crate::BulkheadSnapshot).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct AdaptiveSnapshot {
     /// The algorithm.

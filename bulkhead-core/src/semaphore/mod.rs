@@ -651,10 +651,18 @@ impl SemaphoreBulkhead {
             calls,
             wait_time: shared.telemetry.wait_time(calls.permitted),
             queue_time: None,
+            call_duration: shared.telemetry.call_duration(),
             saturation: shared.telemetry.saturation(active, limit, 0, 0),
             adaptive: shared.adaptive.snapshot(),
             rate_limit_store_errors: shared.rate.store_errors(),
         }
+    }
+
+    /// Counts a call this bulkhead refused that a fallback answered instead
+    /// (`bulkhead_fallbacks_total`). `#[bulkhead(…, fallback = …)]` calls it; call it
+    /// from a fallback of your own.
+    pub fn record_fallback(&self) {
+        self.shared.counters.fallbacks.fetch_add(1, Relaxed);
     }
 
     /// Spans, histograms, saturation thresholds and events of this bulkhead.

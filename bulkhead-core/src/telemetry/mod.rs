@@ -28,7 +28,10 @@
 //!   pool it is created on the caller and entered on the worker, so the caller's trace
 //!   continues across the hop ([`crate::context`]).
 //! * a `WARN` event per refusal: `bulkhead`, `kind`, `reason` (as
-//!   [`BulkheadError::reason`]), `active`, `queued`, `limit`, and the error's message.
+//!   [`BulkheadError::reason`]), `active`, `queued`, `limit`, `suppressed`, and the
+//!   error's message. Rate-limited per bulkhead and reason ([`refusal_log`]): the first at
+//!   once, then at most one a second, `suppressed` saying how many refusals went unlogged
+//!   since the previous line. Counters and events see every refusal.
 //!
 //! # Invariants
 //!
@@ -37,10 +40,14 @@
 //!   taken (`admitted - recorded`), so the fast path records nothing.
 //! * The queue-time histogram counts every task a worker took from the queue (to run it or
 //!   to fail it as stale), with its time in the queue.
+//! * The call-duration histogram counts every admitted call that was timed: admitted while
+//!   someone listened to events (which [`events::time_calls`] does), so that
+//!   [`Telemetry::on_permitted`] gave it a start.
 //! * Saturation is computed when a snapshot is taken, from the thresholds last set
 //!   ([`Telemetry::set_saturation`]); it never influences admission.
 
 mod histogram;
+mod refusal_log;
 mod saturation;
 
 use std::cell::{Cell, RefCell};
@@ -59,6 +66,7 @@ use crate::sync::Arc;
 use crate::{BulkheadError, BulkheadName};
 
 use histogram::Histogram;
+use refusal_log::RefusalLog;
 
 /// The tracing target of every span and event of this crate.
 pub const TARGET: &str = "bulkhead";
@@ -110,18 +118,25 @@ pub(crate) struct Telemetry {
     wait: Histogram,
     /// Time tasks spent in a pool's queue before a worker took them.
     queue: Histogram,
+    /// How long timed calls ran (see the module's invariants).
+    duration: Histogram,
+    /// How often refusals are logged.
+    refusal_log: RefusalLog,
     /// Read only when a snapshot is taken.
     thresholds: Mutex<SaturationThresholds>,
 }
 
 impl Telemetry {
     pub(crate) fn new(name: BulkheadName, kind: Kind, clock: Arc<dyn Clock>) -> Self {
+        let refusal_log = RefusalLog::new(clock.now());
         Telemetry {
             name,
             kind,
             clock,
             wait: Histogram::default(),
             queue: Histogram::default(),
+            duration: Histogram::default(),
+            refusal_log,
             thresholds: Mutex::new(SaturationThresholds::default()),
         }
     }
@@ -269,8 +284,9 @@ impl Telemetry {
 
     #[cold]
     fn finished_slow(&self, started: Instant, outcome: CallOutcome) {
+        let duration = self.clock.now().saturating_duration_since(started);
+        self.duration.record(duration);
         if events::is_listening() {
-            let duration = self.clock.now().saturating_duration_since(started);
             self.emit(EventKind::Finished { outcome, duration });
         }
     }
@@ -296,11 +312,19 @@ impl Telemetry {
             || events::is_listening()
     }
 
-    /// A refusal: the `WARN` event (with `load()`, read only when the event is enabled) and
-    /// the listeners. Allocates nothing itself.
+    /// A refusal: the `WARN` event, unless the [`refusal_log`] holds it back (with
+    /// `load()`, read only when the event is written), and the listeners. Allocates
+    /// nothing itself.
     #[cold]
     pub(crate) fn on_refused(&self, error: &BulkheadError, load: impl FnOnce() -> Load) {
-        if tracing::enabled!(target: TARGET, tracing::Level::WARN) {
+        let warn = tracing::enabled!(target: TARGET, tracing::Level::WARN);
+        if let Some(suppressed) = warn
+            .then(|| {
+                self.refusal_log
+                    .admit(crate::stats::refusal_index(error), self.clock.now())
+            })
+            .flatten()
+        {
             let Load {
                 active,
                 queued,
@@ -314,6 +338,7 @@ impl Telemetry {
                 active,
                 queued,
                 limit,
+                suppressed,
                 "{error}"
             );
         }
@@ -367,6 +392,11 @@ impl Telemetry {
     /// The queue-time distribution.
     pub(crate) fn queue_time(&self) -> HistogramSnapshot {
         self.queue.snapshot()
+    }
+
+    /// The distribution of how long timed calls ran.
+    pub(crate) fn call_duration(&self) -> HistogramSnapshot {
+        self.duration.snapshot()
     }
 
     /// Sets the thresholds used by later snapshots.

@@ -449,12 +449,20 @@ impl ThreadPoolBulkhead {
             calls,
             wait_time: inner.telemetry.wait_time(calls.permitted),
             queue_time: Some(inner.telemetry.queue_time()),
+            call_duration: inner.telemetry.call_duration(),
             saturation: inner
                 .telemetry
                 .saturation(g.active, g.max, g.queued, g.capacity),
             adaptive: inner.adaptive_snapshot(),
             rate_limit_store_errors: inner.rate.store_errors(),
         }
+    }
+
+    /// Counts a call this bulkhead refused that a fallback answered instead
+    /// (`bulkhead_fallbacks_total`). `#[bulkhead(…, fallback = …)]` calls it; call it
+    /// from a fallback of your own.
+    pub fn record_fallback(&self) {
+        self.inner().counters.fallbacks.fetch_add(1, Relaxed);
     }
 
     /// Spans, histograms, saturation thresholds and events of this bulkhead.

@@ -1,0 +1,321 @@
+//! The one table of metric families: name, type, help, labels, and where each value comes
+//! from. Both the Prometheus text ([`crate::prometheus`]) and the `metrics` crate bridge
+//! (`metrics_bridge`, feature `metrics`) are written from [`FAMILIES`], so the two cannot
+//! publish different names, types or labels.
+//!
+//! Every per-bulkhead series carries the label `bulkhead="<name>"` first; the table lists
+//! the labels beside it. A histogram's series are `<name>_bucket` (with `le`, cumulative,
+//! bounds [`BUCKETS`](crate::BUCKETS)), `<name>_sum` (seconds) and `<name>_count`.
+//!
+//! | family | type | labels | meaning |
+//! |---|---|---|---|
+//! | `bulkhead_info` | gauge | `bulkhead`, `kind` | always 1; `kind` is `semaphore` or `thread-pool` |
+//! | `bulkhead_limit` | gauge | `bulkhead` | concurrency limit in force (`max_concurrent_calls` / `max_threads`, or the adaptive limit within it) |
+//! | `bulkhead_active_calls` | gauge | `bulkhead` | calls running now |
+//! | `bulkhead_available_calls` | gauge | `bulkhead` | calls that could start now without waiting |
+//! | `bulkhead_waiting_calls` | gauge | `bulkhead` | callers blocked or awaiting admission |
+//! | `bulkhead_queue_depth` | gauge | `bulkhead` | tasks in a pool's queue (the figure to page on) |
+//! | `bulkhead_queue_capacity` | gauge | `bulkhead` | a pool's `queue_capacity` |
+//! | `bulkhead_pool_threads` | gauge | `bulkhead` | a pool's worker threads alive |
+//! | `bulkhead_pool_threads_largest` | gauge | `bulkhead` | most worker threads ever alive at once |
+//! | `bulkhead_saturation_level` | gauge | `bulkhead` | 0 ok, 1 warning, 2 critical |
+//! | `bulkhead_permitted_calls_total` | counter | `bulkhead` | calls admitted |
+//! | `bulkhead_calls_total` | counter | `bulkhead`, `outcome` | `completed`, `panicked`, `cancelled`, `refused`, `reentrant` |
+//! | `bulkhead_refusals_total` | counter | `bulkhead`, `reason` | `full`, `timeout`, `queue_timeout`, `rate_limited`, `shut_down` |
+//! | `bulkhead_rate_limit_store_errors_total` | counter | `bulkhead` | decisions a `scope: cluster` rate limit's store could not make (only bulkheads with one) |
+//! | `bulkhead_fallbacks_total` | counter | `bulkhead` | refused calls answered by a fallback |
+//! | `bulkhead_wait_seconds` | histogram | `bulkhead` | wait of admitted calls for a permit or for room |
+//! | `bulkhead_queue_time_seconds` | histogram | `bulkhead` | time tasks spent in a pool's queue |
+//! | `bulkhead_call_duration_seconds` | histogram | `bulkhead` | how long timed calls ran ([`events::time_calls`](crate::events::time_calls)) |
+//! | `bulkhead_config_reloads_total` | counter | `result` | config reloads, `ok` (applied) or `error` (refused, nothing applied) |
+//!
+//! ```
+//! use bulkhead_core::metric_families::{FAMILIES, MetricType};
+//! let wait = FAMILIES.iter().find(|f| f.name == "bulkhead_wait_seconds").unwrap();
+//! assert_eq!(wait.metric_type, MetricType::Histogram);
+//! ```
+
+use crate::{BulkheadSnapshot, HistogramSnapshot, ReloadStatus};
+
+/// The type of a metric family, as Prometheus names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MetricType {
+    /// A value that goes up and down.
+    Gauge,
+    /// A count that only grows.
+    Counter,
+    /// A distribution of durations, in seconds, over [`BUCKETS`](crate::BUCKETS).
+    Histogram,
+}
+
+impl MetricType {
+    /// `gauge`, `counter` or `histogram`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Gauge => "gauge",
+            MetricType::Counter => "counter",
+            MetricType::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric family of the table.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct MetricFamily {
+    /// The family's name (`bulkhead_…`).
+    pub name: &'static str,
+    /// Gauge, counter or histogram.
+    pub metric_type: MetricType,
+    /// One sentence saying what it measures.
+    pub help: &'static str,
+    /// Its labels, `bulkhead` first for per-bulkhead families (a histogram's `le` not
+    /// included).
+    pub labels: &'static [&'static str],
+    source: Source,
+}
+
+/// Receives one series: its label values beside `bulkhead`, and its value.
+type Emit<'e> = &'e mut dyn FnMut(&[&str], Value<'_>);
+
+/// Where a family's values come from.
+#[derive(Debug)]
+enum Source {
+    /// One series per bulkhead snapshot with a value (`None`: not this kind of bulkhead).
+    Gauge(fn(&BulkheadSnapshot) -> Option<u32>),
+    /// One or more series per bulkhead snapshot.
+    Bulkhead(fn(&BulkheadSnapshot, Emit<'_>)),
+    /// The registry's reload counters.
+    Reloads(fn(&ReloadStatus, Emit<'_>)),
+}
+
+/// One value of a series.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Value<'a> {
+    Gauge(u64),
+    Counter(u64),
+    Histogram(&'a HistogramSnapshot),
+}
+
+/// One series of a family: its label values (in the order of [`MetricFamily::labels`])
+/// and its value.
+pub(crate) struct Series<'a> {
+    pub labels: &'a [&'a str],
+    pub value: Value<'a>,
+}
+
+/// What the families are read from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sources<'a> {
+    pub snapshots: &'a [BulkheadSnapshot],
+    /// `None` for an exposition of snapshots alone.
+    pub reloads: Option<&'a ReloadStatus>,
+}
+
+impl MetricFamily {
+    /// Calls `each` with every series of this family, bulkhead by bulkhead.
+    pub(crate) fn series(&self, sources: Sources<'_>, each: &mut dyn FnMut(Series<'_>)) {
+        match self.source {
+            Source::Gauge(value) => {
+                for snapshot in sources.snapshots {
+                    if let Some(v) = value(snapshot) {
+                        each(Series {
+                            labels: &[snapshot.name.as_str()],
+                            value: Value::Gauge(u64::from(v)),
+                        });
+                    }
+                }
+            }
+            Source::Bulkhead(values) => {
+                for snapshot in sources.snapshots {
+                    let name = snapshot.name.as_str();
+                    values(snapshot, &mut |labels, value| {
+                        let mut all = [name; 2];
+                        let labels: &[&str] = match labels {
+                            [] => &all[..1],
+                            [one] => {
+                                all[1] = one;
+                                &all[..]
+                            }
+                            // No family has more than one label beside `bulkhead`.
+                            _ => return,
+                        };
+                        each(Series { labels, value });
+                    });
+                }
+            }
+            Source::Reloads(values) => {
+                if let Some(status) = sources.reloads {
+                    values(status, &mut |labels, value| each(Series { labels, value }));
+                }
+            }
+        }
+    }
+}
+
+const fn gauge(
+    name: &'static str,
+    help: &'static str,
+    value: fn(&BulkheadSnapshot) -> Option<u32>,
+) -> MetricFamily {
+    MetricFamily {
+        name,
+        metric_type: MetricType::Gauge,
+        help,
+        labels: &["bulkhead"],
+        source: Source::Gauge(value),
+    }
+}
+
+const fn per_bulkhead(
+    name: &'static str,
+    metric_type: MetricType,
+    help: &'static str,
+    labels: &'static [&'static str],
+    values: fn(&BulkheadSnapshot, Emit<'_>),
+) -> MetricFamily {
+    MetricFamily {
+        name,
+        metric_type,
+        help,
+        labels,
+        source: Source::Bulkhead(values),
+    }
+}
+
+/// Every metric family, in the order they are published.
+pub static FAMILIES: [MetricFamily; 19] = [
+    per_bulkhead(
+        "bulkhead_info",
+        MetricType::Gauge,
+        "A bulkhead and its kind; always 1.",
+        &["bulkhead", "kind"],
+        |s, each| each(&[s.kind.as_str()], Value::Gauge(1)),
+    ),
+    gauge(
+        "bulkhead_limit",
+        "Concurrency limit in force: max_concurrent_calls (semaphore) or max_threads (thread pool), or the adaptive limit within it.",
+        |s| Some(s.limit),
+    ),
+    gauge(
+        "bulkhead_active_calls",
+        "Calls running now: permits held, or tasks running on workers.",
+        |s| Some(s.active),
+    ),
+    gauge(
+        "bulkhead_available_calls",
+        "Calls that could start now without waiting.",
+        |s| Some(s.available),
+    ),
+    gauge(
+        "bulkhead_waiting_calls",
+        "Callers blocked or awaiting admission (max_wait, on_full: wait).",
+        |s| Some(s.waiting),
+    ),
+    gauge(
+        "bulkhead_queue_depth",
+        "Tasks waiting in the thread pool's queue.",
+        |s| s.queue_capacity.map(|_| s.queued),
+    ),
+    gauge(
+        "bulkhead_queue_capacity",
+        "The thread pool's queue capacity.",
+        |s| s.queue_capacity,
+    ),
+    gauge("bulkhead_pool_threads", "Worker threads alive.", |s| {
+        s.pool_size
+    }),
+    gauge(
+        "bulkhead_pool_threads_largest",
+        "The most worker threads ever alive at once.",
+        |s| s.largest_pool_size,
+    ),
+    gauge(
+        "bulkhead_saturation_level",
+        "Saturation against the configured thresholds: 0 ok, 1 warning, 2 critical.",
+        |s| Some(s.saturation as u32),
+    ),
+    per_bulkhead(
+        "bulkhead_permitted_calls_total",
+        MetricType::Counter,
+        "Calls admitted: given a permit, or accepted by the thread pool.",
+        &["bulkhead"],
+        |s, each| each(&[], Value::Counter(s.calls.permitted)),
+    ),
+    per_bulkhead(
+        "bulkhead_calls_total",
+        MetricType::Counter,
+        "Calls by outcome: completed, panicked, cancelled, refused, reentrant.",
+        &["bulkhead", "outcome"],
+        |s, each| {
+            for (outcome, n) in s.calls.by_outcome() {
+                each(&[outcome], Value::Counter(n));
+            }
+        },
+    ),
+    per_bulkhead(
+        "bulkhead_refusals_total",
+        MetricType::Counter,
+        "Refused calls by reason: full, timeout, queue_timeout, rate_limited, shut_down.",
+        &["bulkhead", "reason"],
+        |s, each| {
+            for (reason, n) in s.calls.refused.by_reason() {
+                each(&[reason], Value::Counter(n));
+            }
+        },
+    ),
+    per_bulkhead(
+        "bulkhead_rate_limit_store_errors_total",
+        MetricType::Counter,
+        "Decisions a cluster-wide rate limit's store (Redis) could not make; each followed on_store_error.",
+        &["bulkhead"],
+        |s, each| {
+            if let Some(errors) = s.rate_limit_store_errors {
+                each(&[], Value::Counter(errors));
+            }
+        },
+    ),
+    per_bulkhead(
+        "bulkhead_fallbacks_total",
+        MetricType::Counter,
+        "Refused calls answered by a fallback.",
+        &["bulkhead"],
+        |s, each| each(&[], Value::Counter(s.calls.fallbacks)),
+    ),
+    per_bulkhead(
+        "bulkhead_wait_seconds",
+        MetricType::Histogram,
+        "How long admitted calls waited for a permit or for room in the pool.",
+        &["bulkhead"],
+        |s, each| each(&[], Value::Histogram(&s.wait_time)),
+    ),
+    per_bulkhead(
+        "bulkhead_queue_time_seconds",
+        MetricType::Histogram,
+        "How long tasks waited in the thread pool's queue before a worker took them.",
+        &["bulkhead"],
+        |s, each| {
+            if let Some(queue_time) = &s.queue_time {
+                each(&[], Value::Histogram(queue_time));
+            }
+        },
+    ),
+    per_bulkhead(
+        "bulkhead_call_duration_seconds",
+        MetricType::Histogram,
+        "How long admitted calls ran (calls admitted while call timing was on).",
+        &["bulkhead"],
+        |s, each| each(&[], Value::Histogram(&s.call_duration)),
+    ),
+    MetricFamily {
+        name: "bulkhead_config_reloads_total",
+        metric_type: MetricType::Counter,
+        help: "Config reloads: ok (applied) or error (refused, nothing applied).",
+        labels: &["result"],
+        source: Source::Reloads(|status, each| {
+            each(&["ok"], Value::Counter(status.applied));
+            each(&["error"], Value::Counter(status.refused));
+        }),
+    },
+];
