@@ -201,7 +201,7 @@ pub fn subscribe(listener: impl Listener) -> Subscription {
 /// it, the histogram only counts calls made while someone listened.
 ///
 /// ```
-/// use bulkhead_config::SemaphoreConfig;
+/// use bulkhead_config_types::SemaphoreConfig;
 /// use bulkhead_core::{SemaphoreBulkhead, events};
 ///
 /// let timing = events::time_calls();

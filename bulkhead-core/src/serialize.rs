@@ -10,7 +10,7 @@
 //!   last one's `le_seconds` `null` (`+Inf`); quantiles `null` when nothing was recorded.
 //!
 //! ```
-//! use bulkhead_config::SemaphoreConfig;
+//! use bulkhead_config_types::SemaphoreConfig;
 //! use bulkhead_core::SemaphoreBulkhead;
 //!
 //! let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default());
