@@ -126,6 +126,8 @@ pub mod testing;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
+#[cfg(feature = "watch")]
+pub mod watch;
 
 /// The Rust examples of `docs/config-reference.md`, compiled and run as doc tests.
 #[cfg(doctest)]
@@ -141,6 +143,8 @@ pub use deploy::{
     Deploy, DeployCheck, DeployError, check_deploy, declarations, install, install_strict,
     registry, reload,
 };
+#[cfg(feature = "watch")]
+pub use watch::{Watch, WatchError, WatchGuard, watch};
 
 /// The config types, YAML parsing with positions, validation and deploy layering
 /// ([`config::Layers`]: embedded defaults < deploy files < `BULKHEAD_…` environment variables).

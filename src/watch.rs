@@ -1,0 +1,342 @@
+//! A deploy file, watched: every change is layered, validated and applied as at start-up
+//! (feature `watch`).
+//!
+//! [`watch`] (or [`Watch`], to choose the declared layer, the environment and the
+//! debounce) applies the file once, then follows it. It watches the file's *directory*
+//! (with `notify` and `notify-debouncer-full`), so it sees the ways deploys replace a file:
+//! an edit in place, an editor's or a deploy tool's atomic rename over it, and the
+//! Kubernetes ConfigMap swap, where the kubelet points the `..data` symlink at a new
+//! directory and the file (itself a symlink through `..data`) changes without being
+//! written. Events are debounced, then the file is read again; a change of contents is
+//! layered like at start-up — declared config < the file < `BULKHEAD_…` environment
+//! variables ([`config::Layers`](crate::config::Layers)) — and applied with
+//! [`reload`](crate::reload).
+//!
+//! A bad change applies nothing: the bulkheads keep their sizes, the diagnostics (each
+//! `FILE:LINE:COL: error: …`) are logged once at `ERROR` (target `bulkhead`), counted in
+//! `bulkhead_config_reloads_total{result="error"}`, and kept as the last error, readable
+//! from [`WatchGuard::status`], from [`Registry::reload_status`](crate::Registry::reload_status)
+//! and from the admin endpoint. The next good change applies as usual.
+//!
+//! Dropping the [`WatchGuard`] stops watching; it returns once the watcher's thread has
+//! ended.
+//!
+//! ```no_run
+//! // At start-up: apply deploy/prod.yaml over the crate's declaration, then follow it.
+//! let _watching = bulkhead::Watch::new("deploy/prod.yaml")
+//!     .declared("bulkheads.yaml", include_str!("../bulkheads.yaml"))
+//!     .start()?;
+//! // … serve; the guard lives as long as the service.
+//! # Ok::<(), bulkhead::WatchError>(())
+//! ```
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+
+use crate::config::{Config, Layers};
+
+/// How long the file must be quiet before a change is read, by default.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// The bottom layer when no declaration is given: no bulkheads, so the deploy file must
+/// declare each bulkhead whole (kind and sizes).
+const NO_DECLARATION: (&str, &str) = ("(no declared config)", "bulkheads: {}\n");
+
+/// Watches `path` with the defaults of [`Watch`]: applies it now, then on every change.
+///
+/// The file is layered over no declaration (so it gives each bulkhead's kind), with the
+/// process's `BULKHEAD_…` environment variables on top. Use [`Watch::declared`] to layer a
+/// sizes-only deploy file over the crate's `bulkheads.yaml`.
+pub fn watch(path: impl AsRef<Path>) -> Result<WatchGuard, WatchError> {
+    Watch::new(path).start()
+}
+
+/// A watched deploy file, before it starts. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct Watch {
+    path: PathBuf,
+    declared: Option<(String, String)>,
+    env: bool,
+    debounce: Duration,
+}
+
+impl Watch {
+    /// Watches the deploy file at `path`.
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        Watch {
+            path: path.as_ref().to_path_buf(),
+            declared: None,
+            env: true,
+            debounce: DEFAULT_DEBOUNCE,
+        }
+    }
+
+    /// The declared config, the bottom layer (`include_str!` of the crate's
+    /// `bulkheads.yaml`; `name` is used in messages). The deploy file may then give sizes
+    /// only; it may not change a declared bulkhead's kind.
+    pub fn declared(mut self, name: impl Into<String>, yaml: impl Into<String>) -> Self {
+        self.declared = Some((name.into(), yaml.into()));
+        self
+    }
+
+    /// Leaves the `BULKHEAD_…` environment variables out (they are layered on top by
+    /// default, as at start-up).
+    pub fn without_env(mut self) -> Self {
+        self.env = false;
+        self
+    }
+
+    /// How long the directory must be quiet before the file is read again
+    /// ([`DEFAULT_DEBOUNCE`] by default): one save, rename or symlink swap, however many
+    /// file-system events it makes, is read once.
+    pub fn debounce(mut self, quiet: Duration) -> Self {
+        self.debounce = quiet;
+        self
+    }
+
+    /// Applies the file now and starts following it.
+    ///
+    /// Fails when the file does not apply now (nothing is applied and nothing is watched:
+    /// a service should not start on a broken deploy) or when its directory cannot be
+    /// watched.
+    pub fn start(self) -> Result<WatchGuard, WatchError> {
+        let directory = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let state = Arc::new(WatchState::default());
+        let follower = Follower {
+            watch: self.clone(),
+            state: Arc::clone(&state),
+            last_seen: None,
+        };
+        let mut follower = follower;
+        follower.check().map_err(WatchError::Config)?;
+        let mut debouncer =
+            new_debouncer(self.debounce, None, move |result: DebounceEventResult| {
+                follower.on_events(result)
+            })
+            .map_err(|e| WatchError::Watcher(e.to_string()))?;
+        debouncer
+            .watch(&directory, RecursiveMode::NonRecursive)
+            .map_err(|e| WatchError::Watcher(format!("{}: {e}", directory.display())))?;
+        Ok(WatchGuard {
+            path: self.path,
+            debouncer: Some(debouncer),
+            state,
+        })
+    }
+
+    /// The file layered as at start-up.
+    fn layered(&self, contents: &str) -> Result<Config, String> {
+        let (name, yaml) = match &self.declared {
+            Some((name, yaml)) => (name.as_str(), yaml.as_str()),
+            None => NO_DECLARATION,
+        };
+        let layers = Layers::new(name, yaml)
+            .yaml(&self.path.display().to_string(), contents)
+            .map_err(|d| d.to_string())?;
+        let layers = if self.env { layers.env() } else { layers };
+        layers.extract().map_err(|d| d.to_string())
+    }
+}
+
+/// Why [`Watch::start`] failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WatchError {
+    /// The file did not apply: the diagnostics, one per line (`FILE:LINE:COL: error: …`),
+    /// or why it was refused.
+    Config(String),
+    /// The file's directory could not be watched.
+    Watcher(String),
+}
+
+impl fmt::Display for WatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WatchError::Config(message) => write!(f, "the deploy file does not apply:\n{message}"),
+            WatchError::Watcher(message) => write!(f, "cannot watch the deploy file: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for WatchError {}
+
+/// Watching until dropped. See the [module docs](self).
+#[must_use = "the file is watched only while the guard lives"]
+pub struct WatchGuard {
+    path: PathBuf,
+    debouncer: Option<Debouncer<RecommendedWatcher, RecommendedCache>>,
+    state: Arc<WatchState>,
+}
+
+impl WatchGuard {
+    /// The watched file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What this watcher did so far: changes applied and refused, the last error. It
+    /// stays readable after the guard drops.
+    pub fn status(&self) -> WatchStatus {
+        WatchStatus(Arc::clone(&self.state))
+    }
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        if let Some(debouncer) = self.debouncer.take() {
+            // Joins the debouncer's thread: no change is applied after this returns.
+            debouncer.stop();
+        }
+    }
+}
+
+impl fmt::Debug for WatchGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchGuard")
+            .field("path", &self.path)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+/// What one watcher did; see [`WatchGuard::status`].
+#[derive(Clone)]
+pub struct WatchStatus(Arc<WatchState>);
+
+impl WatchStatus {
+    /// Changes of the file applied (the first application at start included).
+    pub fn applied(&self) -> u64 {
+        self.0.applied.load(Ordering::Relaxed)
+    }
+
+    /// Changes refused, with nothing applied.
+    pub fn refused(&self) -> u64 {
+        self.0.refused.load(Ordering::Relaxed)
+    }
+
+    /// The diagnostics of the last refused change, if any.
+    pub fn last_error(&self) -> Option<String> {
+        self.0
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// False once the watcher has stopped (its guard dropped): no change is read after.
+    pub fn is_watching(&self) -> bool {
+        !self.0.stopped.load(Ordering::Acquire)
+    }
+}
+
+impl fmt::Debug for WatchStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchStatus")
+            .field("applied", &self.applied())
+            .field("refused", &self.refused())
+            .field("last_error", &self.last_error())
+            .field("watching", &self.is_watching())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct WatchState {
+    applied: AtomicU64,
+    refused: AtomicU64,
+    last_error: std::sync::Mutex<Option<String>>,
+    stopped: AtomicBool,
+}
+
+/// Runs on the debouncer's thread; dropped (marking the watcher stopped) when it ends.
+struct Follower {
+    watch: Watch,
+    state: Arc<WatchState>,
+    /// The contents last read, applied or not: the same contents are not applied (or
+    /// reported) twice.
+    last_seen: Option<Result<String, String>>,
+}
+
+impl Follower {
+    fn on_events(&mut self, result: DebounceEventResult) {
+        match result {
+            Ok(events) if !events.is_empty() => {
+                let _ = self.check();
+            }
+            Ok(_) => {}
+            Err(errors) => {
+                for error in errors {
+                    tracing::error!(
+                        target: "bulkhead",
+                        file = %self.watch.path.display(),
+                        "watching the deploy file: {error}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Reads the file; if it changed since last read, layers and applies it.
+    fn check(&mut self) -> Result<(), String> {
+        let read = std::fs::read_to_string(&self.watch.path).map_err(|e| {
+            format!(
+                "{}: error: cannot read the deploy file: {e}",
+                self.watch.path.display()
+            )
+        });
+        if self.last_seen.as_ref() == Some(&read) {
+            return Ok(());
+        }
+        self.last_seen = Some(read.clone());
+        let applied = match read.and_then(|contents| self.watch.layered(&contents)) {
+            // `reload` counts its own outcome in the registry's reload status.
+            Ok(config) => crate::reload(&config)
+                .map(|_| ())
+                .map_err(|refused| refused.to_string()),
+            Err(diagnostics) => {
+                crate::registry().record_reload_failure(diagnostics.clone());
+                Err(diagnostics)
+            }
+        };
+        match applied {
+            Ok(()) => {
+                self.state.applied.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    target: "bulkhead",
+                    file = %self.watch.path.display(),
+                    "applied the deploy file"
+                );
+                Ok(())
+            }
+            Err(message) => {
+                self.state.refused.fetch_add(1, Ordering::Relaxed);
+                *self
+                    .state
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
+                tracing::error!(
+                    target: "bulkhead",
+                    file = %self.watch.path.display(),
+                    "the deploy file changed but does not apply; the bulkheads keep their sizes:\n{message}"
+                );
+                Err(message)
+            }
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.state.stopped.store(true, Ordering::Release);
+    }
+}
