@@ -66,6 +66,10 @@
 //!   and no `Retry-After`: the dependency is slow, not full.
 //! * `ShutDown`: none. This instance is going away; retry elsewhere.
 
+mod admin;
+
+pub use admin::{Admin, admin, events_dropped};
+
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

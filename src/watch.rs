@@ -39,14 +39,10 @@ use std::time::Duration;
 use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
-use crate::config::{Config, Layers};
+use crate::deploy_layers::DeployLayers;
 
 /// How long the file must be quiet before a change is read, by default.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
-
-/// The bottom layer when no declaration is given: no bulkheads, so the deploy file must
-/// declare each bulkhead whole (kind and sizes).
-const NO_DECLARATION: (&str, &str) = ("(no declared config)", "bulkheads: {}\n");
 
 /// Watches `path` with the defaults of [`Watch`]: applies it now, then on every change.
 ///
@@ -61,8 +57,7 @@ pub fn watch(path: impl AsRef<Path>) -> Result<WatchGuard, WatchError> {
 #[derive(Clone, Debug)]
 pub struct Watch {
     path: PathBuf,
-    declared: Option<(String, String)>,
-    env: bool,
+    layers: DeployLayers,
     debounce: Duration,
 }
 
@@ -71,8 +66,7 @@ impl Watch {
     pub fn new(path: impl AsRef<Path>) -> Self {
         Watch {
             path: path.as_ref().to_path_buf(),
-            declared: None,
-            env: true,
+            layers: DeployLayers::default(),
             debounce: DEFAULT_DEBOUNCE,
         }
     }
@@ -81,14 +75,14 @@ impl Watch {
     /// `bulkheads.yaml`; `name` is used in messages). The deploy file may then give sizes
     /// only; it may not change a declared bulkhead's kind.
     pub fn declared(mut self, name: impl Into<String>, yaml: impl Into<String>) -> Self {
-        self.declared = Some((name.into(), yaml.into()));
+        self.layers.declared = Some((name.into(), yaml.into()));
         self
     }
 
     /// Leaves the `BULKHEAD_…` environment variables out (they are layered on top by
     /// default, as at start-up).
     pub fn without_env(mut self) -> Self {
-        self.env = false;
+        self.layers.env = false;
         self
     }
 
@@ -131,19 +125,6 @@ impl Watch {
             debouncer: Some(debouncer),
             state,
         })
-    }
-
-    /// The file layered as at start-up.
-    fn layered(&self, contents: &str) -> Result<Config, String> {
-        let (name, yaml) = match &self.declared {
-            Some((name, yaml)) => (name.as_str(), yaml.as_str()),
-            None => NO_DECLARATION,
-        };
-        let layers = Layers::new(name, yaml)
-            .yaml(&self.path.display().to_string(), contents)
-            .map_err(|d| d.to_string())?;
-        let layers = if self.env { layers.env() } else { layers };
-        layers.extract().map_err(|d| d.to_string())
     }
 }
 
@@ -297,7 +278,9 @@ impl Follower {
             return Ok(());
         }
         self.last_seen = Some(read.clone());
-        let applied = match read.and_then(|contents| self.watch.layered(&contents)) {
+        let name = self.watch.path.display().to_string();
+        let layered = read.and_then(|contents| self.watch.layers.layered(&name, &contents));
+        let applied = match layered {
             // `reload` counts its own outcome in the registry's reload status.
             Ok(config) => crate::reload(&config)
                 .map(|_| ())

@@ -1,0 +1,388 @@
+//! The admin router (feature `axum`), served on 127.0.0.1 and spoken to over real
+//! HTTP/1.1: the JSON of every bulkhead, the events stream, the write path's tokens, and a
+//! slow events client that must not slow calls down.
+//!
+//! Deterministic: a test waits on what the server sends (response heads, stream lines),
+//! never on time; a deadline only turns a hang into a failure.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bulkhead::axum::Admin;
+use bulkhead::{BulkheadError, bulkhead};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+const DECLARED: &str = include_str!("../bulkheads.yaml");
+const TOKEN: &str = "correct horse battery staple";
+
+#[bulkhead("admin-orders")]
+fn order() -> Result<(), BulkheadError> {
+    Ok(())
+}
+
+#[bulkhead("admin-reports")]
+fn report() -> Result<(), BulkheadError> {
+    Ok(())
+}
+
+#[bulkhead("admin-storm")]
+fn storm() -> Result<(), BulkheadError> {
+    Ok(())
+}
+
+/// Registers the test's bulkheads (a first call does), once, before any test holds a
+/// permit of theirs.
+fn register() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        order().unwrap();
+        report().unwrap();
+        storm().unwrap();
+    });
+}
+
+/// Serves `admin` on 127.0.0.1, with connect info (the peer address is logged).
+async fn serve(admin: Admin) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = admin.router();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}
+
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// One request on its own connection (`Connection: close`), read to the end.
+async fn request(addr: SocketAddr, method: &str, path: &str, extra: &[&str], body: &str) -> Reply {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: admin-test\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for line in extra {
+        head.push_str(line);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    Reply {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+/// Opens `GET /bulkheads/events` and reads the response head: once it is in, the
+/// server's listener is subscribed.
+async fn open_events(addr: SocketAddr) -> BufReader<TcpStream> {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET /bulkheads/events HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).await.unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    loop {
+        line.clear();
+        reader.read_line(&mut line).await.unwrap();
+        if line == "\r\n" {
+            return reader;
+        }
+    }
+}
+
+/// Reads the stream until a line satisfies `wanted`, returning it.
+async fn read_until(reader: &mut BufReader<TcpStream>, wanted: impl Fn(&str) -> bool) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line).await.unwrap();
+        assert!(n > 0, "the stream ended");
+        if wanted(&line) {
+            return line;
+        }
+    }
+}
+
+/// Runs `test` with a deadline that only turns a hang into a failure.
+async fn within_a_minute<F: std::future::Future>(test: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(60), test)
+        .await
+        .expect("the test hung")
+}
+
+/// `(line, column)` of `name`'s entry in the declared `bulkheads.yaml`.
+fn declared_line(name: &str) -> usize {
+    DECLARED
+        .lines()
+        .position(|l| l.trim_start().starts_with(&format!("{name}:")))
+        .map(|i| i + 1)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_bulkheads_lists_every_bulkhead_with_kind_config_site_and_snapshot() {
+    register();
+    let addr = serve(Admin::new().declared("bulkheads.yaml", DECLARED)).await;
+    within_a_minute(async {
+        let reply = request(addr, "GET", "/bulkheads", &[], "").await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let list = reply.json();
+        let list = list.as_array().expect("an array");
+        let names: Vec<&str> = list.iter().map(|b| b["name"].as_str().unwrap()).collect();
+        assert_eq!(names, bulkhead::registry().names());
+        for name in ["admin-orders", "admin-reports", "admin-storm"] {
+            assert!(names.contains(&name), "{name} in {names:?}");
+        }
+
+        let orders = &list[names.iter().position(|n| *n == "admin-orders").unwrap()];
+        assert_eq!(orders["kind"], "semaphore");
+        assert_eq!(orders["config"]["kind"], "semaphore");
+        assert_eq!(orders["config"]["max_concurrent_calls"], 1);
+        assert_eq!(orders["declared_at"]["file"], "bulkheads.yaml");
+        assert_eq!(orders["declared_at"]["line"], declared_line("admin-orders"));
+        assert_eq!(orders["snapshot"]["name"], "admin-orders");
+        assert_eq!(orders["snapshot"]["limit"], 1);
+        assert!(orders["snapshot"]["calls"]["permitted"].as_u64().unwrap() >= 1);
+        assert!(orders["snapshot"]["wait_time"]["buckets"].is_array());
+
+        let reports = &list[names.iter().position(|n| *n == "admin-reports").unwrap()];
+        assert_eq!(reports["kind"], "thread-pool");
+        assert_eq!(reports["config"]["queue_capacity"], 1);
+        assert_eq!(reports["snapshot"]["queue_capacity"], 1);
+
+        let one = request(addr, "GET", "/bulkheads/admin-storm", &[], "").await;
+        assert_eq!(one.status, 200);
+        assert_eq!(one.json()["snapshot"]["kind"], "semaphore");
+        let missing = request(addr, "GET", "/bulkheads/no-such-bulkhead", &[], "").await;
+        assert_eq!(missing.status, 404);
+        assert!(
+            missing.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("no-such-bulkhead")
+        );
+
+        let metrics = request(addr, "GET", "/metrics", &[], "").await;
+        assert_eq!(metrics.status, 200);
+        assert!(
+            metrics
+                .head
+                .to_ascii_lowercase()
+                .contains("content-type: text/plain; version=0.0.4")
+        );
+        assert!(
+            metrics
+                .body
+                .contains("bulkhead_limit{bulkhead=\"admin-orders\"} 1\n")
+        );
+
+        let reloads = request(addr, "GET", "/reloads", &[], "").await;
+        assert_eq!(reloads.status, 200);
+        assert!(reloads.json()["refused"].is_u64());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_stream_delivers_a_refusal() {
+    register();
+    let addr = serve(Admin::new()).await;
+    within_a_minute(async {
+        let mut events = open_events(addr).await;
+        // The one permit of `admin-orders` is held on one thread; a call on another is
+        // refused.
+        std::thread::scope(|s| {
+            let orders = bulkhead::registry().semaphore("admin-orders").unwrap();
+            let held = orders.try_acquire().unwrap();
+            s.spawn(|| assert!(matches!(order(), Err(BulkheadError::Full { .. }))))
+                .join()
+                .unwrap();
+            drop(held);
+        });
+        let line = read_until(&mut events, |l| {
+            l.starts_with("data: ") && l.contains("\"admin-orders\"") && l.contains("\"refused\"")
+        })
+        .await;
+        let event: Value = serde_json::from_str(line.trim_start_matches("data: ").trim()).unwrap();
+        assert_eq!(event["kind"], "semaphore");
+        assert_eq!(event["reason"], "full");
+        assert!(event["message"].as_str().unwrap().contains("admin-orders"));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_path_needs_the_right_token_and_resizes() {
+    register();
+    let read_only = serve(Admin::new()).await;
+    let writable = serve(
+        Admin::new()
+            .declared("bulkheads.yaml", DECLARED)
+            .without_env()
+            .write_token(TOKEN),
+    )
+    .await;
+    let pool_limit = || {
+        bulkhead::registry()
+            .thread_pool("admin-reports")
+            .unwrap()
+            .snapshot()
+            .limit
+    };
+    let resize = r#"{"max_threads": 2}"#;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        // Without a token the router has no write routes at all.
+        let off = request(
+            read_only,
+            "PATCH",
+            "/bulkheads/admin-reports",
+            &[&bearer],
+            resize,
+        )
+        .await;
+        assert_eq!(off.status, 405);
+
+        let anonymous = request(writable, "PATCH", "/bulkheads/admin-reports", &[], resize).await;
+        assert_eq!(anonymous.status, 401);
+        assert!(
+            anonymous
+                .head
+                .to_ascii_lowercase()
+                .contains("www-authenticate: bearer")
+        );
+        let wrong = request(
+            writable,
+            "PATCH",
+            "/bulkheads/admin-reports",
+            &["Authorization: Bearer correct horse battery stapler"],
+            resize,
+        )
+        .await;
+        assert_eq!(wrong.status, 403);
+        assert_eq!(pool_limit(), 1, "refused requests change nothing");
+
+        let resized = request(
+            writable,
+            "PATCH",
+            "/bulkheads/admin-reports",
+            &[&bearer],
+            resize,
+        )
+        .await;
+        assert_eq!(resized.status, 200, "{}", resized.body);
+        assert_eq!(
+            resized.json()["resized"],
+            serde_json::json!(["admin-reports"])
+        );
+        assert_eq!(pool_limit(), 2);
+
+        // An invalid change: 422 with the diagnostic, nothing applied.
+        let invalid = request(
+            writable,
+            "PATCH",
+            "/bulkheads/admin-reports",
+            &[&bearer],
+            r#"{"max_threads": "many"}"#,
+        )
+        .await;
+        assert_eq!(invalid.status, 422, "{}", invalid.body);
+        assert!(
+            invalid.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("max_threads")
+        );
+        assert_eq!(pool_limit(), 2);
+
+        // A whole deploy, layered over the declaration.
+        let deploy = "bulkheads:\n  admin-reports: { max_threads: 3 }\n";
+        let applied = request(writable, "PUT", "/config", &[&bearer], deploy).await;
+        assert_eq!(applied.status, 200, "{}", applied.body);
+        assert_eq!(pool_limit(), 3);
+        let broken = "bulkheads:\n  admin-reports: { kind: semaphore }\n";
+        let refused = request(writable, "PUT", "/config", &[&bearer], broken).await;
+        assert_eq!(refused.status, 422, "{}", refused.body);
+        assert!(
+            refused.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("PUT /config")
+        );
+        assert_eq!(pool_limit(), 3);
+        let status = bulkhead::registry().reload_status();
+        assert!(status.last_error.is_some());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_events_client_loses_events_and_never_slows_calls() {
+    register();
+    let addr = serve(Admin::new().events_buffer(16)).await;
+    within_a_minute(async {
+        // A client that stops reading once subscribed.
+        let mut slow = open_events(addr).await;
+        let before = bulkhead::axum::events_dropped();
+        let storm_bulkhead = bulkhead::registry().semaphore("admin-storm").unwrap();
+        let refused_before = storm_bulkhead.snapshot().calls.refused.full;
+        // Refusals until the client's buffer (and the sockets behind it) are full and
+        // events are dropped: every call returns at once all the while.
+        let calls = std::thread::scope(|s| {
+            let held = storm_bulkhead.try_acquire().unwrap();
+            let calls = s
+                .spawn(|| {
+                    let mut calls = 0u64;
+                    // Well past the first drop: other tests' clients read, and lose few if any.
+                    while bulkhead::axum::events_dropped() - before < 10_000 {
+                        assert!(matches!(storm(), Err(BulkheadError::Full { .. })));
+                        calls += 1;
+                        assert!(calls < 50_000_000, "the events buffer never filled");
+                    }
+                    calls
+                })
+                .join()
+                .unwrap();
+            drop(held);
+            calls
+        });
+        assert_eq!(
+            storm_bulkhead.snapshot().calls.refused.full - refused_before,
+            calls,
+            "every call was refused and counted"
+        );
+        // Reading again, the client is told it lost events.
+        let notice = read_until(&mut slow, |l| l.starts_with("event: dropped")).await;
+        assert!(notice.starts_with("event: dropped"));
+        let data = read_until(&mut slow, |l| l.starts_with("data: ")).await;
+        let dropped: Value =
+            serde_json::from_str(data.trim_start_matches("data: ").trim()).unwrap();
+        assert!(dropped["dropped"].as_u64().unwrap() >= 1);
+    })
+    .await;
+}
