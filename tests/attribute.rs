@@ -234,6 +234,10 @@ fn fallback_receives_the_arguments_and_the_refusal() {
         gate.open();
         assert_eq!(holder.join().unwrap(), "2 x apple = 6");
     });
+    // Counted as a fallback (`bulkhead_fallbacks_total`), and as the refusal it answered.
+    let calls = snapshot("attr-fallback").calls;
+    assert_eq!(calls.fallbacks, 1);
+    assert_eq!(calls.refused.full, 1);
 }
 
 // ---------------------------------------------------------------------------------------

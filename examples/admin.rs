@@ -1,0 +1,160 @@
+//! The admin router under a light load: every bulkhead as JSON, its events as a stream,
+//! `/metrics`, and live resizing with a token — optionally following a deploy file.
+//!
+//! ```sh
+//! cargo run --example admin                                   # http://127.0.0.1:9899/admin
+//! cargo run --example admin -- --watch deploy/prod.yaml       # also follows the file
+//! curl -s localhost:9899/admin/bulkheads/inventory
+//! curl -sN localhost:9899/admin/bulkheads/events             # server-sent events
+//! curl -s -X PATCH -H 'Authorization: Bearer demo-token' \
+//!      -d '{"max_concurrent_calls": 8}' localhost:9899/admin/bulkheads/inventory
+//! ```
+//!
+//! `inventory` (a semaphore of 4 permits, fail fast) and `reports` (2 threads, a queue of
+//! 2) are declared in the crate's `bulkheads.yaml`; six callers offer more than either can
+//! take, so refusals show in the snapshots, the events and the metrics. Resize `inventory`
+//! to 8 and its refusals stop. The write token is `BULKHEAD_ADMIN_TOKEN`, or `demo-token`.
+//! `-- --addr HOST:PORT` serves elsewhere; `-- --check` serves on a free port, makes the
+//! requests above itself, prints what came back and exits.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use axum::Router;
+use bulkhead::axum::Admin;
+use bulkhead::{BulkheadError, bulkhead};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const DECLARED: &str = include_str!("../bulkheads.yaml");
+
+#[bulkhead("inventory")]
+fn check_stock(sku: u64) -> Result<u64, BulkheadError> {
+    thread::sleep(Duration::from_millis(5));
+    Ok(sku % 7)
+}
+
+#[bulkhead("reports", fallback = report_unavailable)]
+fn render_report(id: u64) -> String {
+    thread::sleep(Duration::from_millis(20));
+    format!("report {id}")
+}
+
+fn report_unavailable(id: u64, _refused: BulkheadError) -> String {
+    format!("report {id} unavailable")
+}
+
+/// Six callers, each pausing a little between calls, until `stop` is set.
+fn start_load(stop: Arc<AtomicBool>) {
+    for caller in 0..6u64 {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut n = caller;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = check_stock(n);
+                let _ = render_report(n);
+                thread::sleep(Duration::from_millis(2));
+                n += 6;
+            }
+        });
+    }
+}
+
+fn flag(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1).cloned()
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let check = std::env::args().any(|a| a == "--check");
+    let token = std::env::var("BULKHEAD_ADMIN_TOKEN").unwrap_or_else(|_| "demo-token".into());
+    let _watching = match flag("--watch") {
+        Some(path) => {
+            let guard = bulkhead::Watch::new(&path)
+                .declared("bulkheads.yaml", DECLARED)
+                .start()?;
+            println!("following {path}");
+            Some(guard)
+        }
+        None => None,
+    };
+
+    // Register the bulkheads and start the load.
+    let _ = check_stock(0);
+    let _ = render_report(0);
+    let stop = Arc::new(AtomicBool::new(false));
+    start_load(Arc::clone(&stop));
+
+    let admin = Admin::new()
+        .declared("bulkheads.yaml", DECLARED)
+        .write_token(token.clone());
+    let app = Router::new().nest("/admin", admin.router());
+    let addr = if check {
+        "127.0.0.1:0".to_owned()
+    } else {
+        flag("--addr").unwrap_or_else(|| "127.0.0.1:9899".into())
+    };
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    let addr = listener.local_addr()?;
+    println!("serving http://{addr}/admin/bulkheads (write token: {token})");
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+
+    if !check {
+        server.await??;
+        return Ok(());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (method, path, body) in [
+        ("GET", "/admin/bulkheads/inventory", ""),
+        (
+            "PATCH",
+            "/admin/bulkheads/inventory",
+            r#"{"max_concurrent_calls": 8}"#,
+        ),
+        ("GET", "/admin/reloads", ""),
+    ] {
+        let reply = request(addr, method, path, &token, body).await?;
+        println!("\n$ {method} {path} {body}\n{reply}");
+    }
+    let metrics = request(addr, "GET", "/admin/metrics", &token, "").await?;
+    println!("\n$ GET /admin/metrics | grep refusals_total");
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("bulkhead_refusals_total"))
+    {
+        println!("{line}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// One HTTP/1.1 request with the token, its status line and body.
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: &str,
+) -> std::io::Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await?;
+    let status = raw.lines().next().unwrap_or_default().to_owned();
+    let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Ok(format!("{status}\n{body}"))
+}
