@@ -65,7 +65,10 @@
 //! | `tokio` | A thread-pool `async fn` runs its future on a worker thread; with `tokio`, the worker enters the tokio runtime of the task that awaits the call, so the body can use tokio's timers, I/O and `spawn`. Without it such a body panics with a message that names this feature (semaphore bulkheads run the body on the caller's task, on any executor, and never need it). |
 //! | `tower` | `tower::BulkheadLayer`: a semaphore bulkhead as a tower `Layer`; a full bulkhead is an error value (`tower::ServiceError::Refused`), never a hang. |
 //! | `axum` | (with `tower`) `axum::BulkheadLayer` for routes: the permit is held until the response body's last frame, a refusal is a `503` (`429` when rate limited) with `Retry-After` (`axum::Refusal`). |
-//! | `metrics` | `metrics_bridge`: publishes every bulkhead's snapshot as gauges and counters through the `metrics` crate's recorder. |
+//! | `axum` (admin) | [`axum::admin`] / [`axum::Admin`]: a router with every bulkhead as JSON, its events as server-sent events, `/metrics`, `/reloads`, and live resizing behind a bearer token. |
+//! | `metrics` | [`metrics_bridge`]: publishes every bulkhead's snapshot through the `metrics` crate's recorder, from the same table of families as [`prometheus`] ([`metric_families::FAMILIES`]). |
+//! | `serde` | `Serialize` for snapshots, reload reports and statuses, shutdown reports (on with `axum`). |
+//! | `watch` | [`watch()`] / [`Watch`]: applies a deploy file and then every change to it (edits, atomic renames, the Kubernetes `..data` symlink swap). |
 //! | `redis` | `rate_limit: { scope: cluster, store: { redis: … } }` counts the limit in Redis, shared by every replica (below); without it such a limit is a store error, handled as its `on_store_error` says. |
 //!
 //! ```toml
@@ -127,6 +130,7 @@ pub mod testing;
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 pub mod tower;
 #[cfg(feature = "watch")]
+#[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub mod watch;
 
 /// The Rust examples of `docs/config-reference.md`, compiled and run as doc tests.

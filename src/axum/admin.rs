@@ -1,48 +1,6 @@
 //! The admin router: every bulkhead as JSON, its events as a stream, its metrics, and —
-//! only when the application gives a token — a way to resize bulkheads live.
-//!
-//! Mount it under a prefix of your choice, behind whatever guards your admin surface:
-//!
-//! ```
-//! use axum::Router;
-//!
-//! let app: Router = Router::new()
-//!     .nest("/admin", bulkhead::axum::admin()); // read-only
-//! # drop(app);
-//! ```
-//!
-//! | route | what |
-//! |---|---|
-//! | `GET /bulkheads` | every bulkhead of the process-wide registry, by name: `name`, `kind`, `config` (the sizes it runs with), `declared_at` (where the config declares it), `snapshot` (load, counters, histograms, saturation) |
-//! | `GET /bulkheads/{name}` | one of them; 404 if there is none |
-//! | `GET /bulkheads/events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
-//! | `GET /metrics` | the Prometheus text exposition |
-//! | `GET /reloads` | reloads applied and refused, and the last refusal's diagnostics |
-//! | `PUT /config` | *write*: apply a deploy YAML (the body), layered as at start-up |
-//! | `PATCH /bulkheads/{name}` | *write*: change some sizes of one bulkhead (a JSON object of its keys, e.g. `{"max_concurrent_calls": 40}`) |
-//!
-//! # Writing
-//!
-//! The write routes exist only with [`Admin::write_token`]. A request without an
-//! `Authorization: Bearer …` header is answered `401`, with another token `403`; the token
-//! is compared in constant time. Every change is logged at `WARN` (target `bulkhead`) with
-//! who asked (the peer address when the server was started with connect info, and the
-//! `User-Agent`) and what changed. A change is validated like a deploy — every problem at
-//! once, placed in the request body — and applied with [`reload`](crate::reload), or not
-//! at all (`422` with the diagnostics).
-//!
-//! # Events
-//!
-//! Each client of `GET /bulkheads/events` listens through a bounded buffer of
-//! [`Admin::events_buffer`] events (256 by default). The listener runs on the calls'
-//! threads and never waits: when a client reads too slowly its buffer fills and further
-//! events are dropped for it, counted ([`events_dropped`]) and announced to it by an
-//! `event: dropped` message with the number, once it catches up. A slow client costs calls
-//! nothing but the listener (about 1 µs per call while any client is connected).
-//!
-//! ```text
-//! data: {"bulkhead":"orders","kind":"semaphore","event":"refused","reason":"full","message":"bulkhead `orders` is full"}
-//! ```
+//! only when the application gives a token — a way to resize bulkheads live. The routes
+//! and their rules are documented on [`Admin`].
 
 mod events;
 mod write;
@@ -62,12 +20,58 @@ use crate::{BulkheadSnapshot, prometheus};
 
 pub use events::events_dropped;
 
-/// The read-only admin router: [`Admin::new`]`().router()`.
+/// The read-only admin router: [`Admin::new`]`().router()`. See [`Admin`] for the routes.
 pub fn admin() -> axum::Router {
     Admin::new().router()
 }
 
-/// The admin router's options. See the [module docs](self).
+/// The admin router: every bulkhead as JSON, its events as a stream, its metrics, and —
+/// only when the application gives a token — a way to resize bulkheads live.
+///
+/// Mount it under a prefix of your choice, behind whatever guards your admin surface:
+///
+/// ```
+/// use axum::Router;
+///
+/// let app: Router = Router::new()
+///     .nest("/admin", bulkhead::axum::admin()); // read-only
+/// # drop(app);
+/// ```
+///
+/// | route | what |
+/// |---|---|
+/// | `GET /bulkheads` | every bulkhead of the process-wide registry, by name: `name`, `kind`, `config` (the sizes it runs with), `declared_at` (where the config declares it), `snapshot` (load, counters, histograms, saturation) |
+/// | `GET /bulkheads/{name}` | one of them; 404 if there is none |
+/// | `GET /bulkheads/events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
+/// | `GET /metrics` | the Prometheus text exposition |
+/// | `GET /reloads` | reloads applied and refused, and the last refusal's diagnostics |
+/// | `PUT /config` | *write*: apply a deploy YAML (the body), layered as at start-up |
+/// | `PATCH /bulkheads/{name}` | *write*: change some sizes of one bulkhead (a JSON object of its keys, e.g. `{"max_concurrent_calls": 40}`) |
+///
+/// # Writing
+///
+/// The write routes exist only with [`Admin::write_token`]. A request without an
+/// `Authorization: Bearer …` header is answered `401`, with another token `403`; the token
+/// is compared in constant time. Every change is logged at `WARN` (target `bulkhead`) with
+/// who asked (the peer address when the server was started with connect info, and the
+/// `User-Agent`) and what changed. A change is validated like a deploy — every problem at
+/// once, placed in the request body — and applied with [`reload`](crate::reload), or not
+/// at all (`422` with the diagnostics).
+///
+/// # Events
+///
+/// Each client of `GET /bulkheads/events` listens through a bounded buffer of
+/// [`Admin::events_buffer`] events (256 by default). The listener runs on the calls'
+/// threads and never waits: when a client reads too slowly its buffer fills and further
+/// events are dropped for it, counted ([`events_dropped`]) and announced to it by an
+/// `event: dropped` message with the number, once it catches up. A slow client costs calls
+/// nothing but the listener (about 1 µs per call while any client is connected).
+///
+/// ```text
+/// data: {"bulkhead":"orders","kind":"semaphore","event":"refused","reason":"full","message":"bulkhead `orders` is full"}
+/// ```
+///
+/// Its options:
 ///
 /// ```
 /// use axum::Router;
