@@ -112,10 +112,10 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
         "bulkheads:\n  watched: { max_concurrent_calls: lots }\n",
     )
     .unwrap();
-    eventually("the invalid edit to be refused", || status.refused() == 1);
+    eventually("the invalid edit to be refused", || status.refused() >= 1);
     assert_eq!(limit(), 5);
     let after = bulkhead::registry().reload_status();
-    assert_eq!(after.refused, before.refused + 1);
+    assert!(after.refused > before.refused, "counted: {after:?}");
     let diagnostic = status.last_error().expect("the diagnostic is kept");
     assert!(
         diagnostic.contains("prod.yaml:2:"),

@@ -198,6 +198,8 @@ impl Resize<'_> {
 
 /// What shutting down one bulkhead did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "kebab-case"))]
 pub enum BulkheadShutdown {
     /// A semaphore bulkhead's report.
     Semaphore(SemaphoreShutdown),

@@ -1,5 +1,6 @@
 //! `serde::Serialize` (feature `serde`) for what an operator reads: snapshots, their
-//! histograms, reload reports and statuses, as JSON for an admin endpoint or a log.
+//! histograms, reload reports and statuses, shutdown reports (`BulkheadShutdown` tagged
+//! with `kind`), as JSON for an admin endpoint or a log.
 //!
 //! Structs serialize field by field under their Rust names; the types below are written
 //! by hand:

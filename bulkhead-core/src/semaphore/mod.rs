@@ -685,6 +685,7 @@ impl fmt::Debug for SemaphoreBulkhead {
 
 /// What [`SemaphoreBulkhead::shutdown`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct SemaphoreShutdown {
     /// Callers that were waiting for a permit and were refused with `ShutDown`.

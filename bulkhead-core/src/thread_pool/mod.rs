@@ -137,6 +137,7 @@ impl Drop for Handle {
 
 /// What [`ThreadPoolBulkhead::shutdown`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ShutdownReport {
     /// Tasks that finished (returned or panicked) while the shutdown waited.
