@@ -28,8 +28,6 @@ use bulkhead::axum::Admin;
 use bulkhead::{BulkheadError, bulkhead};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const DECLARED: &str = include_str!("../bulkheads.yaml");
-
 #[bulkhead("inventory")]
 fn check_stock(sku: u64) -> Result<u64, BulkheadError> {
     thread::sleep(Duration::from_millis(5));
@@ -74,9 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let token = std::env::var("BULKHEAD_ADMIN_TOKEN").unwrap_or_else(|_| "demo-token".into());
     let _watching = match flag("--watch") {
         Some(path) => {
-            let guard = bulkhead::Watch::new(&path)
-                .declared("bulkheads.yaml", DECLARED)
-                .start()?;
+            let guard = bulkhead::Watch::new(&path).start()?;
             println!("following {path}");
             Some(guard)
         }
@@ -89,9 +85,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stop = Arc::new(AtomicBool::new(false));
     start_load(Arc::clone(&stop));
 
-    let admin = Admin::new()
-        .declared("bulkheads.yaml", DECLARED)
-        .write_token(token.clone());
+    let admin = Admin::new().write_token(token.clone());
     let app = Router::new().nest("/admin", admin.router());
     let addr = if check {
         "127.0.0.1:0".to_owned()

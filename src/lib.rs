@@ -142,8 +142,6 @@ pub struct ConfigReferenceExamples;
 #[path = "private.rs"]
 pub mod __private;
 mod deploy;
-#[cfg(any(feature = "watch", feature = "axum"))]
-mod deploy_layers;
 
 pub use deploy::{
     Deploy, DeployCheck, DeployError, check_deploy, declarations, install, install_strict,

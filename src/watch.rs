@@ -8,9 +8,9 @@
 //! Kubernetes ConfigMap swap, where the kubelet points the `..data` symlink at a new
 //! directory and the file (itself a symlink through `..data`) changes without being
 //! written. Events are debounced, then the file is read again; a change of contents is
-//! layered like at start-up — declared config < the file < `BULKHEAD_…` environment
-//! variables ([`config::Layers`](crate::config::Layers)) — and applied with
-//! [`reload`](crate::reload).
+//! layered like at start-up — the program's declarations < the file < `BULKHEAD_…`
+//! environment variables ([`Deploy`]) — checked against every declaration (entries may
+//! give sizes only) and applied.
 //!
 //! A bad change applies nothing: the bulkheads keep their sizes, the diagnostics (each
 //! `FILE:LINE:COL: error: …`) are logged once at `ERROR` (target `bulkhead`), counted in
@@ -22,10 +22,8 @@
 //! ended.
 //!
 //! ```no_run
-//! // At start-up: apply deploy/prod.yaml over the crate's declaration, then follow it.
-//! let _watching = bulkhead::Watch::new("deploy/prod.yaml")
-//!     .declared("bulkheads.yaml", include_str!("../bulkheads.yaml"))
-//!     .start()?;
+//! // At start-up: apply deploy/prod.yaml over the declarations, then follow it.
+//! let _watching = bulkhead::watch("deploy/prod.yaml")?;
 //! // … serve; the guard lives as long as the service.
 //! # Ok::<(), bulkhead::WatchError>(())
 //! ```
@@ -39,16 +37,14 @@ use std::time::Duration;
 use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
-use crate::deploy_layers::DeployLayers;
+use crate::{Deploy, DeployError};
 
 /// How long the file must be quiet before a change is read, by default.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 
-/// Watches `path` with the defaults of [`Watch`]: applies it now, then on every change.
-///
-/// The file is layered over no declaration (so it gives each bulkhead's kind), with the
-/// process's `BULKHEAD_…` environment variables on top. Use [`Watch::declared`] to layer a
-/// sizes-only deploy file over the crate's `bulkheads.yaml`.
+/// Watches `path` with the defaults of [`Watch`]: applies it now, then on every change,
+/// layered over the program's declarations with the process's `BULKHEAD_…` environment
+/// variables on top.
 pub fn watch(path: impl AsRef<Path>) -> Result<WatchGuard, WatchError> {
     Watch::new(path).start()
 }
@@ -57,7 +53,8 @@ pub fn watch(path: impl AsRef<Path>) -> Result<WatchGuard, WatchError> {
 #[derive(Clone, Debug)]
 pub struct Watch {
     path: PathBuf,
-    layers: DeployLayers,
+    env: bool,
+    strict: bool,
     debounce: Duration,
 }
 
@@ -66,23 +63,23 @@ impl Watch {
     pub fn new(path: impl AsRef<Path>) -> Self {
         Watch {
             path: path.as_ref().to_path_buf(),
-            layers: DeployLayers::default(),
+            env: true,
+            strict: false,
             debounce: DEFAULT_DEBOUNCE,
         }
     }
 
-    /// The declared config, the bottom layer (`include_str!` of the crate's
-    /// `bulkheads.yaml`; `name` is used in messages). The deploy file may then give sizes
-    /// only; it may not change a declared bulkhead's kind.
-    pub fn declared(mut self, name: impl Into<String>, yaml: impl Into<String>) -> Self {
-        self.layers.declared = Some((name.into(), yaml.into()));
+    /// Refuses a change that names a bulkhead the program does not declare (by default
+    /// it is applied with a warning, like [`install`](crate::install)).
+    pub fn strict(mut self) -> Self {
+        self.strict = true;
         self
     }
 
     /// Leaves the `BULKHEAD_…` environment variables out (they are layered on top by
     /// default, as at start-up).
     pub fn without_env(mut self) -> Self {
-        self.layers.env = false;
+        self.env = false;
         self
     }
 
@@ -278,18 +275,7 @@ impl Follower {
             return Ok(());
         }
         self.last_seen = Some(read.clone());
-        let name = self.watch.path.display().to_string();
-        let layered = read.and_then(|contents| self.watch.layers.layered(&name, &contents));
-        let applied = match layered {
-            // `reload` counts its own outcome in the registry's reload status.
-            Ok(config) => crate::reload(&config)
-                .map(|_| ())
-                .map_err(|refused| refused.to_string()),
-            Err(diagnostics) => {
-                crate::registry().record_reload_failure(diagnostics.clone());
-                Err(diagnostics)
-            }
-        };
+        let applied = read.and_then(|contents| self.apply(&contents));
         match applied {
             Ok(()) => {
                 self.state.applied.fetch_add(1, Ordering::Relaxed);
@@ -315,6 +301,32 @@ impl Follower {
                 Err(message)
             }
         }
+    }
+}
+
+impl Follower {
+    /// Layers `contents` as at start-up and applies it; the diagnostics if it does not.
+    fn apply(&self, contents: &str) -> Result<(), String> {
+        let name = self.watch.path.display().to_string();
+        let deploy = Deploy::new()
+            .yaml(&name, contents)
+            .map_err(DeployError::Invalid);
+        let deploy = deploy.map(|d| if self.watch.env { d.env() } else { d });
+        let deploy = deploy.map(|d| if self.watch.strict { d.strict() } else { d });
+        match deploy.and_then(Deploy::install) {
+            Ok(_) => Ok(()),
+            // The registry counted its own refusal.
+            Err(DeployError::Refused(refused)) => Err(refused.to_string()),
+            Err(DeployError::Invalid(diagnostics)) => Err(self.refused_early(diagnostics)),
+            Err(other) => Err(self.refused_early(other)),
+        }
+    }
+
+    /// Counts a change refused before it reached the registry.
+    fn refused_early(&self, why: impl fmt::Display) -> String {
+        let message = why.to_string();
+        crate::registry().record_reload_failure(message.clone());
+        message
     }
 }
 

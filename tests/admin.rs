@@ -135,7 +135,7 @@ async fn within_a_minute<F: std::future::Future>(test: F) -> F::Output {
         .expect("the test hung")
 }
 
-/// `(line, column)` of `name`'s entry in the declared `bulkheads.yaml`.
+/// The line of `name`'s entry in the declared `bulkheads.yaml`.
 fn declared_line(name: &str) -> usize {
     DECLARED
         .lines()
@@ -147,7 +147,7 @@ fn declared_line(name: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_bulkheads_lists_every_bulkhead_with_kind_config_site_and_snapshot() {
     register();
-    let addr = serve(Admin::new().declared("bulkheads.yaml", DECLARED)).await;
+    let addr = serve(Admin::new()).await;
     within_a_minute(async {
         let reply = request(addr, "GET", "/bulkheads", &[], "").await;
         assert_eq!(reply.status, 200, "{}", reply.body);
@@ -165,6 +165,8 @@ async fn get_bulkheads_lists_every_bulkhead_with_kind_config_site_and_snapshot()
         assert_eq!(orders["config"]["max_concurrent_calls"], 1);
         assert_eq!(orders["declared_at"]["file"], "bulkheads.yaml");
         assert_eq!(orders["declared_at"]["line"], declared_line("admin-orders"));
+        let function = orders["functions"][0]["path"].as_str().unwrap();
+        assert!(function.ends_with("::order"), "{function}");
         assert_eq!(orders["snapshot"]["name"], "admin-orders");
         assert_eq!(orders["snapshot"]["limit"], 1);
         assert!(orders["snapshot"]["calls"]["permitted"].as_u64().unwrap() >= 1);
@@ -240,13 +242,7 @@ async fn the_events_stream_delivers_a_refusal() {
 async fn the_write_path_needs_the_right_token_and_resizes() {
     register();
     let read_only = serve(Admin::new()).await;
-    let writable = serve(
-        Admin::new()
-            .declared("bulkheads.yaml", DECLARED)
-            .without_env()
-            .write_token(TOKEN),
-    )
-    .await;
+    let writable = serve(Admin::new().without_env().write_token(TOKEN)).await;
     let pool_limit = || {
         bulkhead::registry()
             .thread_pool("admin-reports")

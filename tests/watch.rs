@@ -14,8 +14,6 @@ use std::time::{Duration, Instant};
 
 use bulkhead::{BulkheadError, Watch, bulkhead};
 
-const DECLARED: &str = include_str!("../bulkheads.yaml");
-
 #[bulkhead("watched")]
 fn watched() -> Result<(), BulkheadError> {
     Ok(())
@@ -43,7 +41,6 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 
 fn start(path: &Path) -> bulkhead::WatchGuard {
     Watch::new(path)
-        .declared("bulkheads.yaml", DECLARED)
         .without_env()
         .debounce(Duration::from_millis(100))
         .start()
@@ -133,11 +130,7 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
     // A file that does not apply at start-up fails the start, and applies nothing.
     let broken = dir.path().join("broken.yaml");
     fs::write(&broken, "bulkheads:\n  watched: { kind: thread-pool }\n").unwrap();
-    let err = Watch::new(&broken)
-        .declared("bulkheads.yaml", DECLARED)
-        .without_env()
-        .start()
-        .unwrap_err();
+    let err = Watch::new(&broken).without_env().start().unwrap_err();
     assert!(matches!(err, bulkhead::WatchError::Config(_)), "{err}");
     assert!(err.to_string().contains("broken.yaml"), "{err}");
     assert_eq!(limit(), 8);

@@ -8,14 +8,13 @@ mod write;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use http::{StatusCode, header};
 use serde::Serialize;
 
 use crate::config::{BulkheadConfig, Kind};
-use crate::deploy_layers::DeployLayers;
 use crate::{BulkheadSnapshot, prometheus};
 
 pub use events::events_dropped;
@@ -40,12 +39,12 @@ pub fn admin() -> axum::Router {
 ///
 /// | route | what |
 /// |---|---|
-/// | `GET /bulkheads` | every bulkhead of the process-wide registry, by name: `name`, `kind`, `config` (the sizes it runs with), `declared_at` (where the config declares it), `snapshot` (load, counters, histograms, saturation) |
+/// | `GET /bulkheads` | every bulkhead of the process-wide registry, by name: `name`, `kind`, `config` (the sizes it runs with), `declared_at` (where its `bulkheads.yaml` declares it), `functions` (the `#[bulkhead]` functions using it), `snapshot` (load, counters, histograms, saturation) |
 /// | `GET /bulkheads/{name}` | one of them; 404 if there is none |
 /// | `GET /bulkheads/events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
 /// | `GET /metrics` | the Prometheus text exposition |
 /// | `GET /reloads` | reloads applied and refused, and the last refusal's diagnostics |
-/// | `PUT /config` | *write*: apply a deploy YAML (the body), layered as at start-up |
+/// | `PUT /config` | *write*: apply a deploy YAML (the body), layered over the declarations as at start-up (entries may give sizes only) |
 /// | `PATCH /bulkheads/{name}` | *write*: change some sizes of one bulkhead (a JSON object of its keys, e.g. `{"max_concurrent_calls": 40}`) |
 ///
 /// # Writing
@@ -78,7 +77,7 @@ pub fn admin() -> axum::Router {
 /// use bulkhead::axum::Admin;
 ///
 /// let token = std::env::var("BULKHEAD_ADMIN_TOKEN").ok();
-/// let mut admin = Admin::new().declared("bulkheads.yaml", include_str!("../../bulkheads.yaml"));
+/// let mut admin = Admin::new();
 /// if let Some(token) = token {
 ///     admin = admin.write_token(token); // PUT /config, PATCH /bulkheads/{name}
 /// }
@@ -88,7 +87,7 @@ pub fn admin() -> axum::Router {
 #[derive(Clone, Debug)]
 pub struct Admin {
     write_token: Option<String>,
-    layers: DeployLayers,
+    env: bool,
     events_buffer: usize,
 }
 
@@ -103,7 +102,7 @@ impl Admin {
     pub fn new() -> Self {
         Admin {
             write_token: None,
-            layers: DeployLayers::default(),
+            env: true,
             events_buffer: 256,
         }
     }
@@ -114,17 +113,10 @@ impl Admin {
         self
     }
 
-    /// The declared config (`include_str!` of the crate's `bulkheads.yaml`; `name` for
-    /// messages): the bottom layer of `PUT /config`, and where `declared_at` points.
-    pub fn declared(mut self, name: impl Into<String>, yaml: impl Into<String>) -> Self {
-        self.layers.declared = Some((name.into(), yaml.into()));
-        self
-    }
-
     /// Leaves the `BULKHEAD_…` environment variables out of `PUT /config` (they are
     /// layered on top by default, as at start-up).
     pub fn without_env(mut self) -> Self {
-        self.layers.env = false;
+        self.env = false;
         self
     }
 
@@ -162,48 +154,69 @@ struct BulkheadView {
     kind: Kind,
     config: Option<BulkheadConfig>,
     declared_at: Option<Site>,
+    functions: Vec<Site>,
     snapshot: BulkheadSnapshot,
 }
 
-/// Where a bulkhead is declared.
+/// A place in the program's sources: a declaration in a `bulkheads.yaml`, or an annotated
+/// function.
 #[derive(Serialize)]
 struct Site {
-    file: String,
-    line: usize,
-    column: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'static str>,
+    file: &'static str,
+    line: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    column: Option<u32>,
 }
 
-/// Where the declared config declares `name`, if the admin was given it.
-fn declaration_site(admin: &Admin, name: &str) -> Option<Site> {
-    let (file, yaml) = admin.layers.declared.as_ref()?;
-    let parsed = crate::config::parse_file(file, yaml).ok()?;
-    let (file, line, column) = parsed.declared_at(name)?;
-    Some(Site {
-        file: file.to_owned(),
-        line,
-        column,
-    })
+/// Where the program declares `name`, and the functions that use it (none for a bulkhead
+/// registered by hand).
+fn declaration_sites(name: &str) -> (Option<Site>, Vec<Site>) {
+    let Some(declared) = crate::declarations().get(name) else {
+        return (None, Vec::new());
+    };
+    let at = declared.declared_at();
+    let functions = declared
+        .functions()
+        .iter()
+        .map(|f| Site {
+            path: Some(f.path),
+            file: f.file,
+            line: f.line,
+            column: None,
+        })
+        .collect();
+    let site = Site {
+        path: None,
+        file: at.file,
+        line: at.line,
+        column: Some(at.column),
+    };
+    (Some(site), functions)
 }
 
-fn view(admin: &Admin, snapshot: BulkheadSnapshot) -> BulkheadView {
+fn view(snapshot: BulkheadSnapshot) -> BulkheadView {
     let name = snapshot.name.to_string();
+    let (declared_at, functions) = declaration_sites(&name);
     BulkheadView {
         kind: snapshot.kind,
         config: crate::registry().config(&name),
-        declared_at: declaration_site(admin, &name),
+        declared_at,
+        functions,
         name,
         snapshot,
     }
 }
 
-async fn list(State(admin): State<Arc<Admin>>) -> Json<Vec<BulkheadView>> {
+async fn list() -> Json<Vec<BulkheadView>> {
     let snapshots = crate::registry().snapshot();
-    Json(snapshots.into_iter().map(|s| view(&admin, s)).collect())
+    Json(snapshots.into_iter().map(view).collect())
 }
 
-async fn one(State(admin): State<Arc<Admin>>, Path(name): Path<String>) -> Response {
+async fn one(Path(name): Path<String>) -> Response {
     match crate::registry().get(&name) {
-        Some(bulkhead) => Json(view(&admin, bulkhead.snapshot())).into_response(),
+        Some(bulkhead) => Json(view(bulkhead.snapshot())).into_response(),
         None => not_found(&name),
     }
 }

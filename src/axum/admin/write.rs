@@ -13,8 +13,8 @@ use http::{HeaderMap, StatusCode, header};
 use subtle::ConstantTimeEq;
 
 use super::{Admin, not_found, problem};
-use crate::config::Config;
-use crate::deploy_layers::DeployLayers;
+use crate::config::{Config, Layers};
+use crate::{Deploy, DeployError};
 
 /// Who asked for a change, for the log.
 pub(super) struct Caller {
@@ -136,15 +136,23 @@ fn invalid(diagnostics: String) -> Response {
     problem(StatusCode::UNPROCESSABLE_ENTITY, diagnostics)
 }
 
-/// `PUT /config`: the body is a deploy YAML, layered as at start-up.
+/// `PUT /config`: the body is a deploy YAML, layered over the declarations as at start-up.
 pub(super) async fn apply(
     State(admin): State<Arc<Admin>>,
     Authorized(caller): Authorized,
     body: String,
 ) -> Response {
-    match admin.layers.layered("PUT /config", &body) {
-        Ok(config) => apply_config(&caller, "a deploy config (PUT /config)", &config),
-        Err(diagnostics) => invalid(diagnostics),
+    let deploy = match Deploy::new().yaml("PUT /config", &body) {
+        Ok(deploy) if admin.env => deploy.env(),
+        Ok(deploy) => deploy,
+        Err(diagnostics) => return invalid(diagnostics.to_string()),
+    };
+    if let Err(conflict) = crate::declarations().check() {
+        return invalid(DeployError::from(conflict).to_string());
+    }
+    match deploy.resolve() {
+        Ok(parsed) => apply_config(&caller, "a deploy config (PUT /config)", &parsed.config),
+        Err(diagnostics) => invalid(diagnostics.to_string()),
     }
 }
 
@@ -159,13 +167,6 @@ pub(super) async fn resize(
     if registry.get(&name).is_none() {
         return not_found(&name);
     }
-    let running = running_config();
-    let Ok(running) = serde_json::to_string(&running) else {
-        return problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the running config cannot be written out".into(),
-        );
-    };
     let Ok(keys) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&body) else {
         return problem(
             StatusCode::BAD_REQUEST,
@@ -173,19 +174,23 @@ pub(super) async fn resize(
                 .into(),
         );
     };
-    // JSON is YAML: the change is a deploy layer of one bulkhead over the running config.
+    // JSON is YAML: the change is a deploy layer of one bulkhead over the config every
+    // bulkhead runs with now (so the others keep their sizes), checked like a deploy.
     let change = serde_json::json!({ "bulkheads": { &name: keys } }).to_string();
-    let layers = DeployLayers {
-        declared: Some(("running config".into(), running)),
-        env: false,
+    let site = |name: &str| {
+        crate::declarations()
+            .get(name)
+            .map(|d| d.declared_at().to_string())
     };
-    match layers.layered(&format!("PATCH /bulkheads/{name}"), &change) {
+    let layers = Layers::over_declarations(&running_config(), site)
+        .yaml(&format!("PATCH /bulkheads/{name}"), &change);
+    match layers.and_then(|layers| layers.extract()) {
         Ok(config) => apply_config(
             &caller,
             &format!("bulkhead `{name}` set to {body} (PATCH)"),
             &config,
         ),
-        Err(diagnostics) => invalid(diagnostics),
+        Err(diagnostics) => invalid(diagnostics.to_string()),
     }
 }
 
