@@ -102,12 +102,11 @@ impl Watch {
             _ => PathBuf::from("."),
         };
         let state = Arc::new(WatchState::default());
-        let follower = Follower {
+        let mut follower = Follower {
             watch: self.clone(),
             state: Arc::clone(&state),
             last_seen: None,
         };
-        let mut follower = follower;
         follower.check().map_err(WatchError::Config)?;
         let mut debouncer =
             new_debouncer(self.debounce, None, move |result: DebounceEventResult| {
@@ -265,7 +264,7 @@ impl Follower {
 
     /// Reads the file; if it changed since last read, layers and applies it.
     fn check(&mut self) -> Result<(), String> {
-        let read = std::fs::read_to_string(&self.watch.path).map_err(|e| {
+        let read = read_bounded(&self.watch.path).map_err(|e| {
             format!(
                 "{}: error: cannot read the deploy file: {e}",
                 self.watch.path.display()
@@ -276,6 +275,11 @@ impl Follower {
         }
         self.last_seen = Some(read.clone());
         let applied = read.and_then(|contents| self.apply(&contents));
+        self.report(applied)
+    }
+
+    /// Counts, keeps and logs what one change did.
+    fn report(&self, applied: Result<(), String>) -> Result<(), String> {
         match applied {
             Ok(()) => {
                 self.state.applied.fetch_add(1, Ordering::Relaxed);
@@ -296,15 +300,13 @@ impl Follower {
                 tracing::error!(
                     target: "bulkhead",
                     file = %self.watch.path.display(),
-                    "the deploy file changed but does not apply; the bulkheads keep their sizes:\n{message}"
+                    "the deploy file does not apply; the bulkheads keep their sizes:\n{message}"
                 );
                 Err(message)
             }
         }
     }
-}
 
-impl Follower {
     /// Layers `contents` as at start-up and applies it; the diagnostics if it does not.
     fn apply(&self, contents: &str) -> Result<(), String> {
         let name = self.watch.path.display().to_string();
@@ -328,6 +330,18 @@ impl Follower {
         crate::registry().record_reload_failure(message.clone());
         message
     }
+}
+
+/// The file's text, read only up to the largest config accepted (one byte more, so that
+/// the parser reports a file too large instead of this reading it all).
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let limit = crate::config::MAX_SOURCE_BYTES as u64 + 1;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit)
+        .read_to_string(&mut text)?;
+    Ok(text)
 }
 
 impl Drop for Follower {

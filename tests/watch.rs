@@ -134,4 +134,13 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
     assert!(matches!(err, bulkhead::WatchError::Config(_)), "{err}");
     assert!(err.to_string().contains("broken.yaml"), "{err}");
     assert_eq!(limit(), 8);
+
+    // A file larger than any config is refused, not read whole.
+    let huge = dir.path().join("huge.yaml");
+    let mut text = deploy(9);
+    text.push_str(&"#".repeat(bulkhead::config::MAX_SOURCE_BYTES));
+    fs::write(&huge, text).unwrap();
+    let err = Watch::new(&huge).without_env().start().unwrap_err();
+    assert!(err.to_string().contains("1 MiB"), "{err}");
+    assert_eq!(limit(), 8);
 }
