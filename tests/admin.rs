@@ -349,6 +349,7 @@ async fn a_slow_events_client_loses_events_and_never_slows_calls() {
         let refused_before = storm_bulkhead.snapshot().calls.refused.full;
         // Refusals until the client's buffer (and the sockets behind it) are full and
         // events are dropped: every call returns at once all the while.
+        let started = std::time::Instant::now();
         let calls = std::thread::scope(|s| {
             let held = storm_bulkhead.try_acquire().unwrap();
             let calls = s
@@ -367,6 +368,11 @@ async fn a_slow_events_client_loses_events_and_never_slows_calls() {
             drop(held);
             calls
         });
+        // For the record, not a check: what a refused call cost with the client stuck.
+        eprintln!(
+            "{calls} refusals with a stuck events client: {:?} each",
+            started.elapsed() / u32::try_from(calls).unwrap_or(u32::MAX)
+        );
         assert_eq!(
             storm_bulkhead.snapshot().calls.refused.full - refused_before,
             calls,

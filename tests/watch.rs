@@ -31,12 +31,15 @@ fn deploy(limit: u32) -> String {
 }
 
 /// Polls `done` until it holds; panics after 20 s (a change shows in well under 2 s).
+/// Prints how long it took (a figure for the record, not a check).
 fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(20);
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
+    eprintln!("{what}: {:?}", started.elapsed());
 }
 
 fn start(path: &Path) -> bulkhead::WatchGuard {
