@@ -10,6 +10,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bulkhead::{BulkheadError, Watch, bulkhead};
@@ -50,6 +51,40 @@ fn start(path: &Path) -> bulkhead::WatchGuard {
         .expect("the deploy file applies and its directory can be watched")
 }
 
+/// The `ERROR` lines of target `bulkhead`, as their messages: a subscriber for the whole
+/// test binary (it has one test).
+fn capture_errors() -> Arc<Mutex<Vec<String>>> {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    struct Errors(Arc<Mutex<Vec<String>>>);
+    struct Message<'a>(&'a mut String);
+    impl tracing::field::Visit for Message<'_> {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                *self.0 = format!("{value:?}");
+            }
+        }
+    }
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Errors {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let meta = event.metadata();
+            if *meta.level() == tracing::Level::ERROR && meta.target() == "bulkhead" {
+                let mut message = String::new();
+                event.record(&mut Message(&mut message));
+                self.0.lock().unwrap().push(message);
+            }
+        }
+    }
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let subscriber = tracing_subscriber::registry().with(Errors(Arc::clone(&lines)));
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    lines
+}
+
 #[cfg(unix)]
 fn symlink(target: &str, link: &Path) {
     std::os::unix::fs::symlink(target, link).unwrap();
@@ -57,6 +92,7 @@ fn symlink(target: &str, link: &Path) {
 
 #[test]
 fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
+    let errors = capture_errors();
     watched().unwrap();
     let dir = tempfile::tempdir().unwrap();
 
@@ -124,6 +160,13 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
     assert!(diagnostic.contains("max_concurrent_calls"), "{diagnostic}");
     let kept = after.last_error.expect("the registry keeps the last error");
     assert_eq!(kept.message, diagnostic);
+    // Logged at ERROR once per refused change, with the diagnostic.
+    let logged = errors.lock().unwrap().clone();
+    assert_eq!(logged.len() as u64, status.refused(), "{logged:?}");
+    assert!(
+        logged.iter().all(|line| line.contains("prod.yaml:2:")),
+        "{logged:?}"
+    );
 
     // The next good edit applies again.
     fs::write(&plain, deploy(8)).unwrap();
