@@ -155,6 +155,9 @@ async fn get_bulkheads_lists_every_bulkhead_with_kind_config_site_and_snapshot()
         let list = list.as_array().expect("an array");
         let names: Vec<&str> = list.iter().map(|b| b["name"].as_str().unwrap()).collect();
         assert_eq!(names, bulkhead::registry().names());
+        for declared in bulkhead::declarations().names() {
+            assert!(names.contains(&declared), "{declared} in {names:?}");
+        }
         for name in ["admin-orders", "admin-reports", "admin-storm"] {
             assert!(names.contains(&name), "{name} in {names:?}");
         }
