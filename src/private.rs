@@ -284,7 +284,14 @@ pub fn fallback<F, Args, R>(fallback: F, args: Args, error: BulkheadError) -> R
 where
     Args: FallbackArgs<F, R>,
 {
-    bulkhead_core::registry().record_fallback(error.name());
+    // A refusal inside a test scope came from the scope's private bulkhead.
+    #[cfg(feature = "testing")]
+    let scoped = crate::testing::in_scope();
+    #[cfg(not(feature = "testing"))]
+    let scoped = false;
+    if !scoped {
+        bulkhead_core::registry().record_fallback(error.name());
+    }
     args.call(fallback, error)
 }
 

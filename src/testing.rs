@@ -200,6 +200,12 @@ thread_local! {
     static CURRENT: RefCell<Option<Rc<State>>> = const { RefCell::new(None) };
 }
 
+/// Whether a scope is current on this thread (its calls go to private bulkheads, whose
+/// fallbacks are not the process-wide bulkheads' to count).
+pub(crate) fn in_scope() -> bool {
+    CURRENT.with(|current| current.borrow().is_some())
+}
+
 /// The refusal the current scope makes for `name`, if any.
 pub(crate) fn refusal(declaration: &'static Declaration) -> Option<BulkheadError> {
     CURRENT.with(|current| {
