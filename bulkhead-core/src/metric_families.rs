@@ -24,6 +24,8 @@
 //! | `bulkhead_refusals_total` | counter | `bulkhead`, `reason` | `full`, `timeout`, `queue_timeout`, `rate_limited`, `shut_down` |
 //! | `bulkhead_rate_limit_store_errors_total` | counter | `bulkhead` | decisions a `scope: cluster` rate limit's store could not make (only bulkheads with one) |
 //! | `bulkhead_fallbacks_total` | counter | `bulkhead` | refused calls answered by a fallback |
+//! | `bulkhead_call_timeouts_total` | counter | `bulkhead` | admitted calls whose caller got `CallTimeout` (also in their outcome) |
+//! | `bulkhead_discarded_results_total` | counter | `bulkhead` | sync pool calls finished after their caller's call timeout: result thrown away |
 //! | `bulkhead_wait_seconds` | histogram | `bulkhead` | wait of admitted calls for a permit or for room |
 //! | `bulkhead_queue_time_seconds` | histogram | `bulkhead` | time tasks spent in a pool's queue |
 //! | `bulkhead_call_duration_seconds` | histogram | `bulkhead` | how long timed calls ran ([`events::time_calls`](crate::events::time_calls)) |
@@ -185,7 +187,7 @@ const fn per_bulkhead(
 }
 
 /// Every metric family, in the order they are published.
-pub static FAMILIES: [MetricFamily; 19] = [
+pub static FAMILIES: [MetricFamily; 21] = [
     per_bulkhead(
         "bulkhead_info",
         MetricType::Gauge,
@@ -282,6 +284,20 @@ pub static FAMILIES: [MetricFamily; 19] = [
         "Refused calls answered by a fallback.",
         &["bulkhead"],
         |s, each| each(&[], Value::Counter(s.calls.fallbacks)),
+    ),
+    per_bulkhead(
+        "bulkhead_call_timeouts_total",
+        MetricType::Counter,
+        "Admitted calls whose caller got CallTimeout (also counted in their outcome).",
+        &["bulkhead"],
+        |s, each| each(&[], Value::Counter(s.calls.timed_out)),
+    ),
+    per_bulkhead(
+        "bulkhead_discarded_results_total",
+        MetricType::Counter,
+        "Synchronous pool calls that finished after their caller's call timeout; the result was thrown away.",
+        &["bulkhead"],
+        |s, each| each(&[], Value::Counter(s.calls.discarded)),
     ),
     per_bulkhead(
         "bulkhead_wait_seconds",

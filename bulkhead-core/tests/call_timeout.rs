@@ -176,7 +176,18 @@ fn sync_pool_caller_is_answered_at_the_deadline_and_the_late_result_is_discarded
         std::thread::yield_now();
     }
     assert!(finished.load(SeqCst));
-    assert_eq!(pool.snapshot().calls.discarded, 1);
+    let snapshot = pool.snapshot();
+    assert_eq!(snapshot.calls.discarded, 1);
+    // Both are exported.
+    let name = snapshot.name.to_string();
+    let text = bulkhead_core::prometheus::encode(&[snapshot]);
+    for family in [
+        "bulkhead_call_timeouts_total",
+        "bulkhead_discarded_results_total",
+    ] {
+        let line = format!("{family}{{bulkhead=\"{name}\"}} 1");
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
     pool.shutdown(Duration::from_secs(1));
 }
 
