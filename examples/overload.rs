@@ -7,7 +7,7 @@
 //!
 //! Every policy gets a pool of the same size (4 threads, a queue of 200) in front of a
 //! dependency that takes 10 ms per call, so the pool serves at most 400 calls/s and a full
-//! queue means 200 / 400 = 500 ms of waiting (seed 001: queue / throughput = worst-case
+//! queue means 200 / 400 = 500 ms of waiting (queue / throughput = worst-case
 //! wait). Requests arrive open-loop — the clients do not slow down when the pool does — at
 //! 2x capacity (800/s) for 1.2 s, then at 0.5x (200/s) for 1.2 s. Each client gives up
 //! 100 ms after sending: a call served after that is wasted work, not goodput.

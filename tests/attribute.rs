@@ -341,7 +341,7 @@ mod sections {
 
 #[test]
 fn reentry_across_modules_runs_inline_instead_of_deadlocking() {
-    // One thread, no queue: waiting for a second thread would never end (seed 001).
+    // One thread, no queue: waiting for a second thread would never end (the nested-pool deadlock).
     let (outer, inner) = reports::build(1).unwrap();
     assert!(outer.starts_with("nested-"), "{outer}");
     assert_eq!(

@@ -1,15 +1,15 @@
-//! Sizing a thread pool from numbers (seed 002's rule), capped by the client's timeout.
+//! Sizing a thread pool from numbers (a production sizing rule: concurrency × 1.5 headroom), capped by the client's timeout.
 //!
 //! core = QPS × latency × 1.5, max = 2 × core, queue = 2 s of burst at the expected QPS;
 //! then, if a client timeout is given, the queue is shrunk until the worst-case wait
-//! (queue × latency / max, seed 001) fits within it. Invariant: with a timeout, the
+//! (queue × latency / max) fits within it. Invariant: with a timeout, the
 //! suggestion never has a worst-case wait above it.
 
 use crate::{Duration, ThreadPoolConfig};
 
-/// Seconds of burst the queue absorbs (seed 002 uses 2–3 s).
+/// Seconds of burst the queue absorbs (2–3 s is usual).
 const BURST_SECONDS: f64 = 2.0;
-/// Headroom over the average concurrency (seed 002).
+/// Headroom over the average concurrency (the average concurrency × 1.5).
 const CORE_HEADROOM: f64 = 1.5;
 
 /// A suggested thread-pool size.
@@ -35,7 +35,7 @@ pub struct Suggestion {
 ///
 /// ```
 /// use bulkhead_config::{suggest, Duration};
-/// // seed 002: product detail, 200 QPS at 80ms → 24 core threads, 48 max.
+/// // A product-detail page, 200 QPS at 80ms → 24 core threads, 48 max.
 /// let s = suggest(200.0, Duration::from_millis(80), Some(Duration::from_millis(800)));
 /// assert_eq!((s.core_threads, s.max_threads), (24, 48));
 /// assert!(s.worst_case_wait <= Duration::from_millis(800));

@@ -5,7 +5,7 @@
 //!
 //! * the caller's **tracing span** (`tracing::Span::current()` at the call): it is entered on
 //!   the worker, so spans and events of the body are children of the caller's span and a
-//!   trace id survives the hop (seed 002's hand-written `ContextAwareRunnable`, built in);
+//!   trace id survives the hop (what a hand-written `ContextAwareRunnable` does in Java, built in);
 //! * any **thread-local context** an application keeps (an MDC map, a tenant id, a request
 //!   id outside tracing), through a [`ContextPropagator`] registered once at start-up with
 //!   [`register_propagator`].

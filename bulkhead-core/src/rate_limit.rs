@@ -1,7 +1,7 @@
 //! The rate limiter a bulkhead checks before admission: at most `limit_for_period` calls
 //! per `refresh_period`, with an optional bounded wait for the next period.
 //!
-//! Resilience4j's `AtomicRateLimiter` semantics (seed 003), on a [`Clock`]: time is cut into
+//! Resilience4j's `AtomicRateLimiter` semantics, on a [`Clock`]: time is cut into
 //! cycles of `refresh_period` counted from the limiter's creation; each cycle refills the
 //! permissions to `limit_for_period` (unused ones do not accumulate). A caller that finds
 //! none may *reserve* one of a coming cycle if it would get it within its `timeout`, and

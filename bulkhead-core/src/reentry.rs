@@ -1,7 +1,7 @@
 //! Re-entry detection: which bulkheads the current thread is inside.
 //!
 //! A call that enters a bulkhead it is already inside — a pool task submitting to its own
-//! pool and waiting, seed 001's nested-pool deadlock — runs inline on the current thread or
+//! pool and waiting, the nested-pool deadlock — runs inline on the current thread or
 //! permit instead of waiting for a slot it holds itself. Each thread keeps a small multiset
 //! of the bulkhead ids it is inside: a semaphore permit adds its id while held on that
 //! thread, an async call adds it for the duration of each poll, a pool worker adds it while

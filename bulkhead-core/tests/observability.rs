@@ -1,4 +1,4 @@
-//! Observability (issue 5): tracing spans across the pool hop, refusal warnings, context
+//! Observability: tracing spans across the pool hop, refusal warnings, context
 //! propagators, events, snapshot histograms and saturation, and the Prometheus exposition.
 //!
 //! One capturing subscriber is installed process-wide (worker threads only see the global

@@ -7,7 +7,7 @@
 //! An axum service on 127.0.0.1 with three endpoints — `order`, `product-detail` (which
 //! calls a recommendation service) and `login` — takes steady, open-loop HTTP traffic from a
 //! load generator in the same program. Partway through, the recommendation service becomes
-//! 50× slower (seed 002: 80 ms → 4 s, here 10 ms → 500 ms). The same traffic runs twice:
+//! 50× slower (in the original incident 80 ms → 4 s; here 10 ms → 500 ms). The same traffic runs twice:
 //!
 //! 1. **shared pool** — every handler's blocking work on one shared worker pool with an
 //!    unbounded queue, as in Tomcat: `order` and `login` wait behind slow product pages;

@@ -1,9 +1,9 @@
-//! The incident of seed 002, reproduced with real HTTP on 127.0.0.1 and scaled down in time.
+//! A production incident, reproduced with real HTTP on 127.0.0.1 and scaled down in time.
 //!
 //! A service has three endpoints: `order`, `product-detail` (which calls a recommendation
 //! dependency) and `login`. A load generator in the same process sends them requests on a
 //! fixed schedule. Partway through, the recommendation dependency becomes 50× slower
-//! (seed 002: 80 ms → 4 s; here 10 ms → 500 ms). The scenario runs against one of two
+//! (originally 80 ms → 4 s; here 10 ms → 500 ms). The scenario runs against one of two
 //! set-ups of the same service:
 //!
 //! * [`Setup::SharedPool`], the "before": every handler's blocking work runs on one shared
@@ -145,7 +145,7 @@ pub struct Scenario {
 impl Scenario {
     /// The example's scenario: about 16 s of traffic per run.
     ///
-    /// Sizing, scaled from seed 002 by 1/8 in time: healthy demand on the shared pool is
+    /// Sizing, scaled from the original incident by 1/8 in time: healthy demand on the shared pool is
     /// about 40·80 ms + 40·20 ms + 40·10 ms ≈ 4.4 busy threads of 16. During the incident
     /// `product-detail` alone needs 40·510 ms ≈ 20 threads, so the shared pool is
     /// overloaded by ~50% and its unbounded queue grows by ~0.5 s of waiting per second.

@@ -35,7 +35,7 @@ pub fn full_attribute() -> (SemaphoreBulkhead, crate::Occupied) {
 
 /// The same function written by hand against the core API, as a user would without the
 /// attribute: a bulkhead built once and kept in a `static`, then `SemaphoreBulkhead::call`.
-/// Issue 4's "the attribute adds at most 10% over calling the core API by hand" compares
+/// The target "the attribute adds at most 10% over calling the core API by hand" compares
 /// [`guarded`] with this: both are functions the loop calls, returning the same `Result`.
 pub fn guarded_by_hand(x: u64) -> Result<u64, BulkheadError> {
     static BULKHEAD: OnceLock<SemaphoreBulkhead> = OnceLock::new();

@@ -2,7 +2,7 @@
 //! workloads, in one run, printed as one table of ratios (absolute times drift on shared
 //! machines; ratios taken in the same run do not).
 //!
-//! Workloads (issue 8):
+//! Workloads:
 //! 1. an uncontended sync semaphore call (through `#[bulkhead]`, and the core API by hand)
 //!    vs `tokio::sync::Semaphore` try_acquire + drop and a `Mutex`/`Condvar` semaphore;
 //! 2. the refusal of a full bulkhead, with the allocations it makes;
@@ -139,10 +139,12 @@ fn main() {
         BTreeMap::new()
     };
     add_java_rows(&java, &mut rows, with_java);
-    // Each workload's rows together (the Java rows were measured last; issue 4's row is
+    // Each workload's rows together (the Java rows were measured last; the attribute-overhead row is
     // about row 1); stable otherwise.
     rows.sort_by_key(|r| match r.workload.chars().next() {
-        _ if r.workload.starts_with("issue 4") || r.workload.starts_with("adaptive") => '1',
+        _ if r.workload.starts_with("attribute overhead") || r.workload.starts_with("adaptive") => {
+            '1'
+        }
         Some(lead) if lead.is_ascii_digit() => lead,
         _ => '9',
     });
@@ -323,13 +325,13 @@ fn semaphore_call(settings: &Settings, rows: &mut Vec<Row>) {
         target: "≤ 1.5×".into(),
     });
     rows.push(Row {
-        workload: "issue 4: #[bulkhead] fn vs the same fn by hand".into(),
+        workload: "attribute overhead: #[bulkhead] fn vs the same fn by hand".into(),
         ours: attribute(),
         peer: Cell::of(find(&results, BY_HAND_FN)),
         target: "≤ 1.10×".into(),
     });
     rows.push(Row {
-        workload: "issue 4: #[bulkhead] fn vs core call inlined in the loop".into(),
+        workload: "attribute overhead: #[bulkhead] fn vs core call inlined in the loop".into(),
         ours: attribute(),
         peer: Cell::of(core),
         target: "–".into(),
@@ -898,7 +900,7 @@ fn memory(rows: &mut Vec<Row>) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Issue 5: events are built only when someone listens
+// Events are built only when someone listens
 
 fn listeners(settings: &Settings, rows: &mut Vec<Row>) {
     use bulkhead_core::events::{self, Event};
@@ -934,12 +936,9 @@ fn listeners(settings: &Settings, rows: &mut Vec<Row>) {
             }),
         ],
     );
-    report(
-        "issue 5. events: nothing is built when nobody listens",
-        &results,
-    );
+    report("events: nothing is built when nobody listens", &results);
     rows.push(Row {
-        workload: "issue 5: call without vs with a listener".into(),
+        workload: "listeners: call without vs with a listener".into(),
         ours: Cell::of(find(&results, NO_LISTENER)),
         peer: Cell::of(find(&results, ONE_LISTENER)),
         target: "no-listener = row 1 core call".into(),

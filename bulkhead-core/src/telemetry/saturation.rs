@@ -1,12 +1,12 @@
 //! Saturation levels: how close a bulkhead is to refusing, as `ok` / `warning` / `critical`.
 //!
 //! The level is the worse of two readings against the bulkhead's
-//! [`SaturationThresholds`] (seed 002's defaults): active calls over the concurrency limit
+//! [`SaturationThresholds`] (defaults 80%/95% active, 70%/90% queued): active calls over the concurrency limit
 //! (80 % warning, 95 % critical) and, for a thread pool with a queue, queued tasks over the
 //! queue capacity (70 % / 90 %). A threshold is reached when the ratio is at least it.
 //!
 //! Saturation is information for dashboards and alerts. It is **never** a reason to fail a
-//! health check (seed 003): a saturated bulkhead is doing its job, and an instance taken out
+//! health check: a saturated bulkhead is doing its job, and an instance taken out
 //! of rotation for it moves its load onto the others.
 
 use std::fmt;

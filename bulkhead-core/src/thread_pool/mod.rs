@@ -95,7 +95,7 @@ use crate::{BulkheadName, Refused};
 ///
 /// A worker is marked as inside its bulkhead; a call into the same bulkhead from a worker
 /// (or from a caller-runs body) runs inline on the current thread, takes no slot and is
-/// counted as `reentrant`, so seed 001's nested-pool deadlock cannot happen.
+/// counted as `reentrant`, so a task waiting on its own full pool cannot deadlock.
 ///
 /// # Live resize and shutdown
 ///

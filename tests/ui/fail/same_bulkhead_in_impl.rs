@@ -1,4 +1,4 @@
-// Seed 001's nested-pool deadlock: `build` holds a `reports` worker while `load_section`
+// The nested-pool deadlock: `build` holds a `reports` worker while `load_section`
 // waits for another one.
 use bulkhead::{BulkheadError, bulkhead};
 
