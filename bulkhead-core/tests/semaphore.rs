@@ -154,6 +154,11 @@ async fn async_acquire_waits_for_a_permit_on_tokio() {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let held = bulkhead.clone();
     let first = tokio::spawn(async move { held.call_async(async { rx.await.is_ok() }).await });
+    // `first` holds its permit before the others come (else `third` could take it, run
+    // and finish without ever waiting).
+    while bulkhead.available() > 1 {
+        tokio::task::yield_now().await;
+    }
     let second = bulkhead.acquire_async().await.unwrap();
     // Both permits are taken; a third caller queues until one is released.
     let third = {
