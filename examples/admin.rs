@@ -44,20 +44,14 @@ fn report_unavailable(id: u64, _refused: BulkheadError) -> String {
     format!("report {id} unavailable")
 }
 
-/// Six callers, each pausing a little between calls, until `stop` is set.
-fn start_load(stop: Arc<AtomicBool>) {
-    for caller in 0..6u64 {
-        let stop = Arc::clone(&stop);
-        thread::spawn(move || {
-            let mut n = caller;
-            while !stop.load(Ordering::Relaxed) {
-                let _ = check_stock(n);
-                let _ = render_report(n);
-                thread::sleep(Duration::from_millis(2));
-                n += 6;
-            }
-        });
-    }
+#[path = "support/load.rs"]
+mod load;
+
+/// One caller's call: a stock check and a report, then a short pause.
+fn call_both(n: u64) {
+    let _ = check_stock(n);
+    let _ = render_report(n);
+    thread::sleep(Duration::from_millis(2));
 }
 
 fn flag(name: &str) -> Option<String> {
@@ -83,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = check_stock(0);
     let _ = render_report(0);
     let stop = Arc::new(AtomicBool::new(false));
-    start_load(Arc::clone(&stop));
+    load::start_load(6, &stop, call_both);
 
     let admin = Admin::new().write_token(token.clone());
     let app = Router::new().nest("/admin", admin.router());

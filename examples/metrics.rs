@@ -22,6 +22,9 @@ use std::time::Duration;
 
 use bulkhead::{BulkheadError, bulkhead, prometheus};
 
+#[path = "support/load.rs"]
+mod load;
+
 /// A stock check: a fast dependency behind a semaphore bulkhead.
 #[bulkhead("inventory")]
 fn check_stock(sku: u64) -> Result<u64, BulkheadError> {
@@ -40,21 +43,10 @@ fn report_unavailable(id: u64, refused: BulkheadError) -> String {
     format!("report {id} unavailable ({})", refused.reason())
 }
 
-/// Eight callers until `stop` is set.
-fn start_load(stop: Arc<AtomicBool>) -> Vec<thread::JoinHandle<()>> {
-    (0..8u64)
-        .map(|caller| {
-            let stop = Arc::clone(&stop);
-            thread::spawn(move || {
-                let mut n = caller;
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = check_stock(n);
-                    let _ = render_report(n);
-                    n += 8;
-                }
-            })
-        })
-        .collect()
+/// One caller's call: a stock check and a report.
+fn call_both(n: u64) {
+    let _ = check_stock(n);
+    let _ = render_report(n);
 }
 
 fn serve(addr: &str) -> std::io::Result<()> {
@@ -85,7 +77,7 @@ fn serve(addr: &str) -> std::io::Result<()> {
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let callers = start_load(Arc::clone(&stop));
+    let callers = load::start_load(8, &stop, call_both);
 
     if let Some(at) = args.iter().position(|a| a == "--serve") {
         let addr = args.get(at + 1).map_or("127.0.0.1:9898", String::as_str);

@@ -260,6 +260,7 @@ impl BulkheadLayer {
 
     /// Answers refusals with their details ([`DetailedRefusal`]: the bulkhead's name in the
     /// body and in `x-bulkhead`), for services whose clients are internal.
+    #[must_use]
     pub fn with_details(mut self) -> Self {
         self.details = true;
         self

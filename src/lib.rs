@@ -88,7 +88,7 @@
 //! Redis cannot answer within `response_timeout`, `on_store_error` decides (`local`: this
 //! process's share, `limit_for_period / replicas`; `allow`; `refuse`), and the decision is
 //! counted in the snapshot's `rate_limit_store_errors` and in
-//! `bulkhead_rate_limit_store_errors_total`. The README has a deployment example.
+//! `bulkhead_rate_limit_store_errors_total`. `docs/cluster-rate-limit.md` has a deployment example.
 //!
 //! ```
 //! use bulkhead::config::{
@@ -117,6 +117,69 @@
 //! assert_eq!(refused.retry_after(), Some(std::time::Duration::from_secs(1)));
 //! assert_eq!(partner.snapshot().rate_limit_store_errors, Some(1));
 //! ```
+//!
+//! # Partitions and per-key shares
+//!
+//! Inside one bulkhead, one caller can still take everything: a batch job, or one tenant
+//! of a multi-tenant service. `partitions` divide a semaphore's limit into named shares,
+//! and `per_key` caps the calls of each key:
+//!
+//! ```yaml
+//! bulkheads:
+//!   shared-search: { kind: semaphore, max_concurrent_calls: 10, max_wait: 1s,
+//!                    partitions: { live: 0.8, batch: 0.2 } }
+//!   tenant-api:    { kind: semaphore, max_concurrent_calls: 8,
+//!                    per_key: { max_concurrent_calls: 2, max_keys: 1000 } }
+//! ```
+//!
+//! ```
+//! use bulkhead::{BulkheadError, bulkhead};
+//!
+//! // Guaranteed 8 of the 10 permits; may wait up to max_wait for them.
+//! #[bulkhead("shared-search", partition = "live")]
+//! fn search(query: &str) -> Result<usize, BulkheadError> {
+//!     Ok(query.len())
+//! }
+//!
+//! // Guaranteed 2; borrows permits live leaves idle, but never waits for one.
+//! #[bulkhead("shared-search", partition = "batch")]
+//! fn reindex(shard: u32) -> Result<u32, BulkheadError> {
+//!     Ok(shard)
+//! }
+//!
+//! // At most 2 calls per tenant at once; any `Hash` expression of the arguments.
+//! #[bulkhead("tenant-api", key = tenant)]
+//! fn list_orders(tenant: &str, page: u32) -> Result<u32, BulkheadError> {
+//!     Ok(page)
+//! }
+//!
+//! assert_eq!(search("rust"), Ok(4));
+//! assert_eq!(reindex(3), Ok(3));
+//! assert_eq!(list_orders("acme", 1), Ok(1));
+//!
+//! // The snapshot shows each partition and the per-key aggregates (never one series per key).
+//! let snapshot = bulkhead::registry().semaphore("shared-search").unwrap().snapshot();
+//! let live = snapshot.partitions.iter().find(|p| p.name == "live").unwrap();
+//! assert_eq!(live.guaranteed, 8);
+//! ```
+//!
+//! The rules, exactly: a partition is guaranteed `floor(share × limit)` permits of the
+//! limit in force (a resize or an adaptive limit moves every guarantee). A call of a
+//! partition below its guarantee is admitted like any call, waiting up to `max_wait`; a
+//! call at or above it **borrows**: it takes a permit only if one is free at that instant
+//! and nobody waits, and is refused with `Full` otherwise — it never waits. So only calls
+//! below their share ever queue, and a released permit, borrowed or not, goes to the
+//! longest of them: borrowed capacity comes back at the borrower's next release. The
+//! bulkhead's own limit is never exceeded. A function on a partitioned bulkhead that names
+//! no partition only borrows. `partition = "…"` is checked at compile time against the
+//! declared partitions, with a "did you mean".
+//!
+//! A call whose key already holds `per_key.max_concurrent_calls` is refused with
+//! [`BulkheadError::KeyLimit`] (reason `key_limit`). At most `max_keys` keys are tracked,
+//! each only while it has a call in flight; further keys share one overflow entry with the
+//! same cap. In code: [`SemaphoreBulkhead::partition`], [`SemaphoreBulkhead::keyed`],
+//! [`Admission`]; for tower, `tower::BulkheadLayer::partition` and `key_by`.
+//! `docs/partitions.md` has the details.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -133,10 +196,38 @@ pub mod tower;
 #[cfg_attr(docsrs, doc(cfg(feature = "watch")))]
 pub mod watch;
 
-/// The Rust examples of `docs/config-reference.md`, compiled and run as doc tests.
+/// The Rust examples of the README and of every page of `docs/`, compiled and run as doc
+/// tests (users read them on GitHub, so each is complete, without hidden lines).
 #[cfg(doctest)]
-#[doc = include_str!("../docs/config-reference.md")]
-pub struct ConfigReferenceExamples;
+mod doc_pages {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/config-reference.md")]
+    struct ConfigReference;
+    #[doc = include_str!("../docs/configuration.md")]
+    struct Configuration;
+    #[doc = include_str!("../docs/tower-axum.md")]
+    struct TowerAxum;
+    #[doc = include_str!("../docs/observability.md")]
+    struct Observability;
+    #[doc = include_str!("../docs/operations.md")]
+    struct Operations;
+    #[doc = include_str!("../docs/overload.md")]
+    struct Overload;
+    #[doc = include_str!("../docs/adaptive.md")]
+    struct Adaptive;
+    #[doc = include_str!("../docs/cluster-rate-limit.md")]
+    struct ClusterRateLimit;
+    #[doc = include_str!("../docs/incident.md")]
+    struct Incident;
+    #[doc = include_str!("../docs/benchmarks.md")]
+    struct Benchmarks;
+}
+
+/// The Rust examples of `docs/partitions.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/partitions.md")]
+pub struct PartitionsExamples;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -183,12 +274,14 @@ pub use bulkhead_config::Config;
 pub use bulkhead_core::adaptive;
 pub use bulkhead_core::adaptive::mark_overloaded;
 pub use bulkhead_core::{
-    Acquire, AnnotatedFunction, AsyncPermit, Bulkhead, BulkheadError, BulkheadName,
-    BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock, DeclarationConflict,
-    DeclarationSite, Declarations, DeclaredBulkhead, ManualClock, OwnedPermit, Permit,
+    Acquire, Admission, AnnotatedFunction, AsyncPermit, AsyncSharePermit, Bulkhead, BulkheadError,
+    BulkheadName, BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock,
+    DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, KeyLoad, ManualClock,
+    OwnedPermit, Partition, PartitionNamesChanged, PartitionSnapshot, PerKeySnapshot, Permit,
     RateAdmission, RateLimiter, RefusalCounts, Refused, Registry, RegistryError, ReloadError,
-    ReloadProblem, ReloadReport, RunAsync, SemaphoreBulkhead, SemaphoreShutdown, ShutdownReport,
-    Sleep, SystemClock, ThreadPoolBulkhead, UndeclaredName, retry_after_header_secs, system_clock,
+    ReloadProblem, ReloadReport, RunAdmitted, RunAsync, SemaphoreBulkhead, SemaphoreCall,
+    SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, SystemClock, ThreadPoolBulkhead,
+    UndeclaredName, retry_after_header_secs, system_clock,
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]
@@ -205,6 +298,7 @@ pub use bulkhead_core::{
 /// ```text
 /// #[bulkhead("name")]
 /// #[bulkhead("name", fallback = path)]
+/// #[bulkhead("name", partition = "batch", key = tenant_id)]   // see "Partitions and per-key shares"
 /// ```
 ///
 /// # The config, at compile time

@@ -17,6 +17,7 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
 
+pub use core::option::Option::{None, Some};
 pub use core::result::Result::{Err, Ok};
 
 pub use bulkhead_config_types as config_types;
@@ -24,7 +25,10 @@ pub use bulkhead_core::__declare as declare;
 pub use bulkhead_core::declaration::Declaration;
 pub use bulkhead_core::{AnnotatedFunction, BulkheadError, DeclarationSite, Refused};
 
-use bulkhead_core::{AsyncPermit, Bulkhead, Permit, SemaphoreBulkhead, ThreadPoolBulkhead, Timed};
+use bulkhead_core::{
+    AsyncPermit, AsyncSharePermit, Bulkhead, Permit, SemaphoreBulkhead, SharePermit,
+    ThreadPoolBulkhead, Timed,
+};
 
 /// The cached handle of a bulkhead, one `static` per annotated function.
 #[derive(Debug)]
@@ -148,6 +152,73 @@ impl SemaphoreSlot {
     }
 }
 
+/// `partition = "…"` and `key = …`: the call enters through the bulkhead's shares.
+impl SemaphoreSlot {
+    /// Takes a permit for a synchronous call under `partition` and the key `key`.
+    #[inline]
+    pub fn enter_shared(
+        &'static self,
+        partition: Option<&str>,
+        key: Option<u64>,
+    ) -> Result<SharePermit<'static>, BulkheadError> {
+        self.test_refusal()?;
+        shared_admission(self.get(), partition, key).acquire()
+    }
+
+    /// Takes a permit for an async call under `partition` and the key `key`.
+    #[inline]
+    pub async fn enter_shared_async(
+        &'static self,
+        partition: Option<&str>,
+        key: Option<u64>,
+    ) -> Result<AsyncSharePermit<'static>, BulkheadError> {
+        self.test_refusal()?;
+        shared_admission(self.get(), partition, key)
+            .acquire_async()
+            .await
+    }
+
+    /// Awaits an async body while holding `permit`, under the bulkhead's call timeout.
+    #[inline]
+    pub fn run_shared_timed<F: Future>(
+        &'static self,
+        permit: AsyncSharePermit<'static>,
+        body: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
+        permit.run_timed(body)
+    }
+}
+
+fn shared_admission<'a>(
+    bulkhead: &'a SemaphoreBulkhead,
+    partition: Option<&str>,
+    key: Option<u64>,
+) -> bulkhead_core::Admission<'a> {
+    let admission = match partition {
+        Some(name) => bulkhead.in_partition(name),
+        None => bulkhead.unpartitioned(),
+    };
+    match key {
+        Some(id) => admission.key_id(id),
+        None => admission,
+    }
+}
+
+/// The id of a call's key (`key = …`).
+#[inline]
+pub fn key_id<K: std::hash::Hash + ?Sized>(key: &K) -> u64 {
+    SemaphoreBulkhead::key_id(key)
+}
+
+/// Awaits an async body while holding a permit taken through the shares.
+#[inline]
+pub fn run_shared_async<F: Future>(
+    permit: AsyncSharePermit<'static>,
+    body: F,
+) -> impl Future<Output = F::Output> {
+    permit.run_async(body)
+}
+
 /// The tower layer of `bulkhead::layer!`: the slot's bulkhead from the process-wide
 /// registry (declared by the same expansion).
 #[cfg(feature = "tower")]
@@ -166,6 +237,16 @@ pub fn run_async<F: Future>(
 }
 
 impl ThreadPoolSlot {
+    /// The test scope's chosen refusal (feature `testing`), handing `input` back as a
+    /// refused pool call does; otherwise `input`, untouched.
+    #[inline(always)]
+    fn test_refusal_with<I>(&'static self, input: I) -> Result<I, Refused<I>> {
+        match self.test_refusal() {
+            Ok(()) => Ok(input),
+            Err(error) => Err(Refused { input, error }),
+        }
+    }
+
     /// Runs `body(input)` on a worker and waits for it; a refusal hands `input` back.
     #[inline]
     pub fn call<I, R>(
@@ -177,9 +258,7 @@ impl ThreadPoolSlot {
         I: Send,
         R: Send,
     {
-        if let Err(error) = self.test_refusal() {
-            return Err(Refused { input, error });
-        }
+        let input = self.test_refusal_with(input)?;
         // From an async task, the core call hands its wait to the runtime where it can;
         // the function is named once in a WARN with the fix.
         let caller = bulkhead_core::async_caller::caller();
@@ -207,9 +286,7 @@ impl ThreadPoolSlot {
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        if let Err(error) = self.test_refusal() {
-            return Err(Refused { input, error });
-        }
+        let input = self.test_refusal_with(input)?;
         self.get().call_async(input, body).await
     }
 
@@ -226,9 +303,7 @@ impl ThreadPoolSlot {
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        if let Err(error) = self.test_refusal() {
-            return Err(Refused { input, error });
-        }
+        let input = self.test_refusal_with(input)?;
         self.get().call_async_timed(input, body).await
     }
 }

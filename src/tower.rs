@@ -43,6 +43,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bulkhead_core::{BulkheadError, OwnedPermit, SemaphoreBulkhead};
@@ -55,12 +56,75 @@ use tower_service::Service;
 #[derive(Clone, Debug)]
 pub struct BulkheadLayer {
     bulkhead: SemaphoreBulkhead,
+    /// The partition requests are counted under (`None`: the bulkhead's own admission).
+    partition: Option<Arc<str>>,
 }
 
 impl BulkheadLayer {
     /// A layer admitting requests through `bulkhead` (all clones of it are the same bulkhead).
     pub fn new(bulkhead: SemaphoreBulkhead) -> Self {
-        BulkheadLayer { bulkhead }
+        BulkheadLayer {
+            bulkhead,
+            partition: None,
+        }
+    }
+
+    /// Counts every request under the bulkhead's partition `name` (see
+    /// [`SemaphoreBulkhead::partition`]); a name the bulkhead has no partition for counts
+    /// as none: such requests only borrow free permits.
+    ///
+    /// ```
+    /// use bulkhead::tower::BoxError;
+    /// use tower::ServiceBuilder;
+    ///
+    /// // bulkheads.yaml: shared-search: { kind: semaphore, max_concurrent_calls: 10,
+    /// //   max_wait: 1s, partitions: { live: 0.8, batch: 0.2 } }
+    /// let batch_api = ServiceBuilder::new()
+    ///     .layer(bulkhead::layer!("shared-search").partition("batch"))
+    ///     .service_fn(|shard: u32| async move { Ok::<_, BoxError>(shard) });
+    /// # drop(batch_api);
+    /// ```
+    #[must_use]
+    pub fn partition(mut self, name: &str) -> Self {
+        self.partition = Some(Arc::from(name));
+        self
+    }
+
+    /// Counts every request under the key `key(&request)` too (a tenant, a user): with
+    /// `per_key` on the bulkhead, no key holds more than its cap at once.
+    ///
+    /// ```
+    /// use bulkhead::tower::BoxError;
+    /// use tower::ServiceBuilder;
+    ///
+    /// struct Order { tenant: String, id: u64 }
+    ///
+    /// // bulkheads.yaml: tenant-api: { kind: semaphore, max_concurrent_calls: 8,
+    /// //   per_key: { max_concurrent_calls: 2, max_keys: 1000 } }
+    /// let orders = ServiceBuilder::new()
+    ///     .layer(bulkhead::layer!("tenant-api").key_by(|order: &Order| order.tenant.clone()))
+    ///     .service_fn(|order: Order| async move { Ok::<_, BoxError>(order.id) });
+    /// # drop(orders);
+    /// ```
+    #[must_use]
+    pub fn key_by<F>(self, key: F) -> KeyedBulkheadLayer<F> {
+        KeyedBulkheadLayer { layer: self, key }
+    }
+
+    /// The admission of one request (`key`: its key's id).
+    fn acquire(&self, key: Option<u64>) -> AcquireOwned {
+        if self.partition.is_none() && key.is_none() {
+            return Box::pin(self.bulkhead.acquire_owned());
+        }
+        let admission = match &self.partition {
+            Some(name) => self.bulkhead.in_partition(name),
+            None => self.bulkhead.unpartitioned(),
+        };
+        let admission = match key {
+            Some(id) => admission.key_id(id),
+            None => admission,
+        };
+        Box::pin(admission.acquire_owned())
     }
 
     /// The bulkhead this layer admits requests through.
@@ -73,7 +137,77 @@ impl<S> Layer<S> for BulkheadLayer {
     type Service = BulkheadService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        BulkheadService::new(inner, self.bulkhead.clone())
+        BulkheadService {
+            inner,
+            bulkhead: self.clone(),
+        }
+    }
+}
+
+/// A [`BulkheadLayer`] that also counts each request under a key
+/// ([`BulkheadLayer::key_by`]).
+#[derive(Clone)]
+pub struct KeyedBulkheadLayer<F> {
+    layer: BulkheadLayer,
+    key: F,
+}
+
+impl<F> fmt::Debug for KeyedBulkheadLayer<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBulkheadLayer")
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, F: Clone> Layer<S> for KeyedBulkheadLayer<F> {
+    type Service = KeyedBulkheadService<S, F>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        KeyedBulkheadService {
+            inner,
+            layer: self.layer.clone(),
+            key: self.key.clone(),
+        }
+    }
+}
+
+/// The service of a [`KeyedBulkheadLayer`]: a [`BulkheadService`] whose requests are also
+/// counted under their key.
+#[derive(Clone)]
+pub struct KeyedBulkheadService<S, F> {
+    inner: S,
+    layer: BulkheadLayer,
+    key: F,
+}
+
+impl<S, F> fmt::Debug for KeyedBulkheadService<S, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBulkheadService")
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, F, K, Request> Service<Request> for KeyedBulkheadService<S, F>
+where
+    S: Service<Request> + Clone,
+    F: Fn(&Request) -> K,
+    K: std::hash::Hash,
+{
+    type Response = S::Response;
+    type Error = ServiceError<S::Error>;
+    type Future = ResponseFuture<S, Request>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(ServiceError::Inner)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let id = SemaphoreBulkhead::key_id(&(self.key)(&request));
+        ResponseFuture {
+            admit: admit_with(&mut self.inner, self.layer.acquire(Some(id)), request),
+        }
     }
 }
 
@@ -83,18 +217,21 @@ impl<S> Layer<S> for BulkheadLayer {
 #[derive(Clone, Debug)]
 pub struct BulkheadService<S> {
     inner: S,
-    bulkhead: SemaphoreBulkhead,
+    bulkhead: BulkheadLayer,
 }
 
 impl<S> BulkheadService<S> {
     /// Wraps `inner` so each call holds a permit of `bulkhead`.
     pub fn new(inner: S, bulkhead: SemaphoreBulkhead) -> Self {
-        BulkheadService { inner, bulkhead }
+        BulkheadService {
+            inner,
+            bulkhead: BulkheadLayer::new(bulkhead),
+        }
     }
 
     /// The bulkhead calls are admitted through.
     pub fn bulkhead(&self) -> &SemaphoreBulkhead {
-        &self.bulkhead
+        &self.bulkhead.bulkhead
     }
 
     /// The wrapped service.
@@ -117,7 +254,7 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         ResponseFuture {
-            admit: admit(&mut self.inner, &self.bulkhead, request),
+            admit: admit_with(&mut self.inner, self.bulkhead.acquire(None), request),
         }
     }
 }
@@ -210,9 +347,21 @@ pub(crate) fn admit<S, Request>(
 where
     S: Service<Request> + Clone,
 {
+    admit_with(inner, Box::pin(bulkhead.acquire_owned()), request)
+}
+
+/// [`admit`] through `acquire` (a partition's or a key's admission).
+fn admit_with<S, Request>(
+    inner: &mut S,
+    acquire: AcquireOwned,
+    request: Request,
+) -> Admit<S, Request>
+where
+    S: Service<Request> + Clone,
+{
     let fresh = inner.clone();
     let ready = std::mem::replace(inner, fresh);
-    Admit::new(Box::pin(bulkhead.acquire_owned()), ready, request)
+    Admit::new(acquire, ready, request)
 }
 
 pin_project_lite::pin_project! {

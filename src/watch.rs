@@ -45,12 +45,17 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 /// Watches `path` with the defaults of [`Watch`]: applies it now, then on every change,
 /// layered over the program's declarations with the process's `BULKHEAD_…` environment
 /// variables on top.
+///
+/// # Errors
+///
+/// As [`Watch::start`].
 pub fn watch(path: impl AsRef<Path>) -> Result<WatchGuard, WatchError> {
     Watch::new(path).start()
 }
 
 /// A watched deploy file, before it starts. See the [module docs](self).
 #[derive(Clone, Debug)]
+#[must_use = "a Watch does nothing until it is started"]
 pub struct Watch {
     path: PathBuf,
     env: bool,
@@ -96,6 +101,10 @@ impl Watch {
     /// Fails when the file does not apply now (nothing is applied and nothing is watched:
     /// a service should not start on a broken deploy) or when its directory cannot be
     /// watched.
+    ///
+    /// # Errors
+    ///
+    /// [`WatchError`]: the file does not apply now, or cannot be watched.
     pub fn start(self) -> Result<WatchGuard, WatchError> {
         let directory = match self.path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),

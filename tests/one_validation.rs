@@ -8,8 +8,8 @@
 
 use bulkhead_config::{
     AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, BulkheadSpec, CodelConfig, Duration, Limits,
-    OnFull, QueueOrder, RateLimitConfig, RateLimitScope, RateLimitStore, SaturationThresholds,
-    SemaphoreConfig, ThreadPoolConfig, parse_file,
+    OnFull, Partitions, PerKeyConfig, QueueOrder, RateLimitConfig, RateLimitScope, RateLimitStore,
+    SaturationThresholds, SemaphoreConfig, ThreadPoolConfig, parse_file,
 };
 use bulkhead_core::{Registry, RegistryError};
 use proptest::prelude::*;
@@ -176,16 +176,52 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
             ),
     );
     let timeout = proptest::option::of(duration());
-    (limits(), rate_limit, timeout, saturation, adaptive).prop_map(
-        |(limits, rate_limit, timeout, saturation, adaptive)| BulkheadConfig {
-            limits,
-            rate_limit,
-            timeout,
-            saturation,
-            expected: None,
-            adaptive,
-        },
+    // Partitions and per-key caps (semaphores only: on a pool the file refuses them as keys
+    // of the other kind), with shares, sums and names in and out of their rules.
+    let share = proptest::sample::select(&[0.0, 0.2, 0.5, 0.8, 1.0, 1.5, -0.1][..]);
+    let partitions = proptest::collection::btree_map(
+        proptest::sample::select(&["live", "batch", "bulk", "a b"][..]).prop_map(String::from),
+        share,
+        0..3,
     )
+    .prop_map(|shares| Partitions { shares });
+    let per_key = proptest::option::of(
+        (
+            0u32..=2,
+            proptest::sample::select(&[0u32, 1, 1000, 2_000_000][..]),
+        )
+            .prop_map(|(max_concurrent_calls, max_keys)| PerKeyConfig {
+                max_concurrent_calls,
+                max_keys,
+            }),
+    );
+    (
+        limits(),
+        rate_limit,
+        timeout,
+        saturation,
+        adaptive,
+        (partitions, per_key),
+    )
+        .prop_map(
+            |(limits, rate_limit, timeout, saturation, adaptive, (partitions, per_key))| {
+                let semaphore = matches!(limits, Limits::Semaphore(_));
+                BulkheadConfig {
+                    limits,
+                    rate_limit,
+                    timeout,
+                    saturation,
+                    expected: None,
+                    adaptive,
+                    partitions: if semaphore {
+                        partitions
+                    } else {
+                        Partitions::default()
+                    },
+                    per_key: per_key.filter(|_| semaphore),
+                }
+            },
+        )
 }
 
 fn name() -> impl Strategy<Value = String> {

@@ -31,6 +31,6 @@ pub use config::*;
 pub use duration::{Duration, DurationParseError};
 pub use names::closest_name;
 pub use validate::{
-    InvalidConfig, MAX_CONCURRENT_CALLS, MAX_QUEUE_CAPACITY, MAX_THREADS_PER_POOL, Problem,
-    validate_name,
+    InvalidConfig, MAX_CONCURRENT_CALLS, MAX_KEYS, MAX_PARTITIONS, MAX_QUEUE_CAPACITY,
+    MAX_THREADS_PER_POOL, Problem, validate_name,
 };

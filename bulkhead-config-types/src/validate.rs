@@ -14,6 +14,10 @@ pub const MAX_THREADS_PER_POOL: u32 = 10_000;
 pub const MAX_QUEUE_CAPACITY: u32 = 1_000_000;
 /// The most permits a semaphore may have.
 pub const MAX_CONCURRENT_CALLS: u32 = 1_000_000;
+/// The most partitions one bulkhead may have (each is a metric series of its own).
+pub const MAX_PARTITIONS: usize = 16;
+/// The most keys a `per_key` limit may track at once (its memory bound).
+pub const MAX_KEYS: u32 = 1_000_000;
 
 /// One broken rule: the key it is about, inside the bulkhead, and what to do.
 ///
@@ -332,6 +336,106 @@ impl BulkheadConfig {
         if let Some(adaptive) = &self.adaptive {
             for (key, message) in crate::adaptive::adaptive_problems(adaptive, self) {
                 rule(&["adaptive", key], message);
+            }
+        }
+        for (key, message) in self.share_problems() {
+            rule(key, message);
+        }
+        out
+    }
+
+    /// The rules on `partitions` and `per_key`.
+    fn share_problems(&self) -> Vec<(&'static [&'static str], String)> {
+        let mut out: Vec<(&'static [&'static str], String)> = Vec::new();
+        let shares = &self.partitions.shares;
+        let semaphore = matches!(self.limits, Limits::Semaphore(_));
+        if !semaphore && !shares.is_empty() {
+            out.push((
+                &["partitions"],
+                "is set on a thread pool: partitions divide a semaphore's permits; use a \
+                 semaphore bulkhead, or one pool per partition"
+                    .into(),
+            ));
+        }
+        if !semaphore && self.per_key.is_some() {
+            out.push((
+                &["per_key"],
+                "is set on a thread pool: a per-key cap limits a semaphore's permits; use a \
+                 semaphore bulkhead in front of the pool"
+                    .into(),
+            ));
+        }
+        if shares.len() > MAX_PARTITIONS {
+            out.push((
+                &["partitions"],
+                format!(
+                    "has {} partitions; at most {MAX_PARTITIONS} are allowed (each is a metric \
+                     series): merge the small ones",
+                    shares.len()
+                ),
+            ));
+        }
+        for (name, share) in shares {
+            if validate_name(name).is_err() {
+                out.push((
+                    &["partitions"],
+                    format!(
+                        "`{}` is not a valid partition name: use letters, digits, `-` and `_` \
+                         (it becomes a metric label and is named in code)",
+                        escape_controls(name)
+                    ),
+                ));
+            }
+            if !(share.is_finite() && *share > 0.0 && *share <= 1.0) {
+                out.push((
+                    &["partitions"],
+                    format!(
+                        "`{}` has share {share}: a share is a fraction of the limit above 0 and \
+                         at most 1, such as 0.2",
+                        escape_controls(name)
+                    ),
+                ));
+            }
+        }
+        let sum: f64 = shares.values().filter(|s| s.is_finite()).sum();
+        if sum > 1.0 + 1e-9 {
+            out.push((
+                &["partitions"],
+                format!(
+                    "the shares add up to {}: they divide one limit, so their sum is at most 1 \
+                     (what is left over is guaranteed to no partition and any may borrow it)",
+                    (sum * 1e6).round() / 1e6
+                ),
+            ));
+        }
+        if let Limits::Semaphore(s) = &self.limits
+            && !shares.is_empty()
+            && !s.fair
+        {
+            out.push((
+                &["fair"],
+                "is false on a partitioned bulkhead: a partition below its share must get the \
+                 next released permit, which only a fair bulkhead guarantees; remove `fair: \
+                 false` or the partitions"
+                    .into(),
+            ));
+        }
+        if let Some(per_key) = &self.per_key {
+            if per_key.max_concurrent_calls == 0 {
+                out.push((
+                    &["per_key", "max_concurrent_calls"],
+                    "is 0: no key could ever run a call; set it to at least 1".into(),
+                ));
+            }
+            if per_key.max_keys == 0 || per_key.max_keys > MAX_KEYS {
+                out.push((
+                    &["per_key", "max_keys"],
+                    format!(
+                        "is {}: it bounds the memory of the per-key counts; set it between 1 \
+                         and {MAX_KEYS}",
+                        per_key.max_keys
+                    ),
+                ));
             }
         }
         out

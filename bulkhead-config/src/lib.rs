@@ -26,32 +26,32 @@
 #![forbid(unsafe_code)]
 
 mod adaptive;
-mod against;
 mod check;
+mod deploy_rules;
 pub use check::MAX_EXTENDS_DEPTH;
 mod diagnostic;
-mod file;
+mod file_format;
 #[cfg(feature = "layers")]
 mod layers;
 mod lint;
+mod pool_sizing;
 mod report;
-mod suggest;
 mod yaml;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use against::check_against;
 /// The typed config (re-exported from `bulkhead-config-types`, which the runtime uses
 /// without this crate's parser).
 pub use bulkhead_config_types::*;
+pub use deploy_rules::check_against;
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, escape_controls};
-pub use file::{BulkheadSpec, ConfigFile, json_schema, json_schema_text};
+pub use file_format::{BulkheadSpec, ConfigFile, json_schema, json_schema_text};
 #[cfg(feature = "layers")]
 pub use layers::{ENV_PREFIX, Layers, env_var_name};
 pub use lint::{LONG_QUEUE_WARNING, TOTAL_THREADS_WARNING, worst_case_queue_wait};
+pub use pool_sizing::{Suggestion, suggest};
 pub use report::{CheckReport, render};
-pub use suggest::{Suggestion, suggest};
 pub use yaml::{MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES};
 
 /// A config that parsed and validated: the resolved bulkheads and the lints' warnings.

@@ -215,13 +215,23 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
         adaptive,
     )
         .prop_map(
-            |(limits, rate_limit, timeout, saturation, expected, adaptive)| BulkheadConfig {
-                limits,
-                rate_limit,
-                timeout,
-                saturation,
-                expected,
-                adaptive,
+            |(limits, rate_limit, timeout, saturation, expected, adaptive)| {
+                // Valid partitions and a per-key cap on fair semaphores (the rules' domain).
+                let shares = matches!(&limits, bulkhead_config::Limits::Semaphore(s) if s.fair);
+                BulkheadConfig {
+                    limits,
+                    rate_limit,
+                    timeout,
+                    saturation,
+                    expected,
+                    adaptive,
+                    partitions: if shares {
+                        bulkhead_config::Partitions::new([("live", 0.75), ("batch", 0.25)])
+                    } else {
+                        bulkhead_config::Partitions::default()
+                    },
+                    per_key: shares.then(|| bulkhead_config::PerKeyConfig::new(2)),
+                }
             },
         )
 }

@@ -239,8 +239,13 @@ fn every_key_of_the_format_appears_in_the_reference() {
 fn config_examples_in_the_docs_are_valid_and_lint_clean() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut checked = 0;
-    for doc in ["README.md", "docs/config-reference.md"] {
-        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+    let mut docs = vec![root.join("README.md")];
+    for page in std::fs::read_dir(root.join("docs")).unwrap() {
+        docs.push(page.unwrap().path());
+    }
+    for path in &docs {
+        let doc = &path.display().to_string();
+        let text = std::fs::read_to_string(path).unwrap();
         for block in text.split("```yaml\n").skip(1) {
             let block = block.split("```").next().unwrap();
             if !block.starts_with("# yaml-language-server") {
@@ -251,5 +256,5 @@ fn config_examples_in_the_docs_are_valid_and_lint_clean() {
             checked += 1;
         }
     }
-    assert!(checked >= 2, "found only {checked} examples");
+    assert!(checked >= 4, "found only {checked} examples");
 }

@@ -10,8 +10,8 @@
 //!   first, so they keep running;
 //! * a task on a **current-thread** runtime (`#[tokio::test]`'s default): there is no other
 //!   thread to move them to, and refusing would break code that works (slowly). The call
-//!   blocks the runtime's only thread, as it always did, and `#[bulkhead]` logs one WARN
-//!   per function naming the fix.
+//!   blocks the runtime's only thread, and `#[bulkhead]` logs one WARN per function naming
+//!   the fix.
 //!
 //! The fix, either way: await the work instead of blocking on it. Make the function an
 //! `async fn` (on a thread-pool bulkhead its body still runs on one of the pool's workers,

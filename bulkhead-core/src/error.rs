@@ -163,6 +163,16 @@ pub enum BulkheadError {
         /// The bulkhead that refused.
         name: BulkheadName,
     },
+    /// The call's key (a tenant, a user) already holds its cap of the bulkhead
+    /// (`per_key.max_concurrent_calls`); other keys are still admitted.
+    #[error(
+        "bulkhead `{name}` refused a call: its key already holds the most calls one key may \
+         (per_key.max_concurrent_calls)"
+    )]
+    KeyLimit {
+        /// The bulkhead that refused.
+        name: BulkheadName,
+    },
     /// The call was admitted but ran longer than the bulkhead's `timeout`, so its caller
     /// stopped waiting. Unlike the other variants the body did start: an async body was
     /// dropped at the deadline (its permit or worker freed at once); a synchronous
@@ -187,6 +197,7 @@ impl BulkheadError {
             | BulkheadError::QueueTimeout { name, .. }
             | BulkheadError::RateLimited { name, .. }
             | BulkheadError::ShutDown { name }
+            | BulkheadError::KeyLimit { name }
             | BulkheadError::CallTimeout { name, .. } => name,
         }
     }
@@ -200,7 +211,7 @@ impl BulkheadError {
     }
 
     /// A short, stable label for metrics and logs: `full`, `timeout`, `queue_timeout`,
-    /// `rate_limited`, `shut_down` or `call_timeout`.
+    /// `rate_limited`, `shut_down`, `key_limit` or `call_timeout`.
     pub fn reason(&self) -> &'static str {
         match self {
             BulkheadError::Full { .. } => "full",
@@ -208,6 +219,7 @@ impl BulkheadError {
             BulkheadError::QueueTimeout { .. } => "queue_timeout",
             BulkheadError::RateLimited { .. } => "rate_limited",
             BulkheadError::ShutDown { .. } => "shut_down",
+            BulkheadError::KeyLimit { .. } => "key_limit",
             BulkheadError::CallTimeout { .. } => "call_timeout",
         }
     }

@@ -99,6 +99,7 @@ pub enum EventKind<'a> {
 
 /// How an admitted call ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CallOutcome {
     /// The body returned.
     Completed,

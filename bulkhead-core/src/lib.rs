@@ -30,6 +30,7 @@ mod reloads;
 mod semaphore;
 #[cfg(feature = "serde")]
 mod serialize;
+mod shares;
 mod snapshot;
 mod stats;
 mod sync;
@@ -48,7 +49,12 @@ pub use registry::{
 };
 pub use reloads::{ReloadFailure, ReloadStatus};
 pub use semaphore::{
-    Acquire, AsyncPermit, OwnedPermit, Permit, RunAsync, SemaphoreBulkhead, SemaphoreShutdown,
+    Acquire, AsyncPermit, OwnedPermit, Permit, RunAdmitted, RunAsync, SemaphoreBulkhead,
+    SemaphoreCall, SemaphoreShutdown,
+};
+pub use shares::{
+    Admission, AsyncSharePermit, KeyLoad, Partition, PartitionNamesChanged, PartitionSnapshot,
+    PerKeySnapshot, SharePermit, TOP_KEYS,
 };
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};
 pub use telemetry::{BUCKETS, HistogramSnapshot, SaturationLevel};

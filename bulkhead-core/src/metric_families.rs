@@ -21,7 +21,7 @@
 //! | `bulkhead_saturation_level` | gauge | `bulkhead` | 0 ok, 1 warning, 2 critical |
 //! | `bulkhead_permitted_calls_total` | counter | `bulkhead` | calls admitted |
 //! | `bulkhead_calls_total` | counter | `bulkhead`, `outcome` | `completed`, `panicked`, `cancelled`, `refused`, `reentrant` |
-//! | `bulkhead_refusals_total` | counter | `bulkhead`, `reason` | `full`, `timeout`, `queue_timeout`, `rate_limited`, `shut_down` |
+//! | `bulkhead_refusals_total` | counter | `bulkhead`, `reason` | `full`, `timeout`, `queue_timeout`, `rate_limited`, `shut_down`, `key_limit` |
 //! | `bulkhead_rate_limit_store_errors_total` | counter | `bulkhead` | decisions a `scope: cluster` rate limit's store could not make (only bulkheads with one) |
 //! | `bulkhead_fallbacks_total` | counter | `bulkhead` | refused calls answered by a fallback |
 //! | `bulkhead_call_timeouts_total` | counter | `bulkhead` | admitted calls whose caller got `CallTimeout` (also in their outcome) |
@@ -29,6 +29,13 @@
 //! | `bulkhead_wait_seconds` | histogram | `bulkhead` | wait of admitted calls for a permit or for room |
 //! | `bulkhead_queue_time_seconds` | histogram | `bulkhead` | time tasks spent in a pool's queue |
 //! | `bulkhead_call_duration_seconds` | histogram | `bulkhead` | how long timed calls ran ([`events::time_calls`](crate::events::time_calls)) |
+//! | `bulkhead_partition_guaranteed_calls` | gauge | `bulkhead`, `partition` | permits a partition is guaranteed: `floor(share × limit)` (partitioned bulkheads only; at most 16 partitions each) |
+//! | `bulkhead_partition_in_flight_calls` | gauge | `bulkhead`, `partition` | a partition's calls holding or waiting for a permit |
+//! | `bulkhead_partition_admitted_calls_total` | counter | `bulkhead`, `partition` | a partition's calls admitted |
+//! | `bulkhead_partition_borrowed_calls_total` | counter | `bulkhead`, `partition` | of those, admitted at or above the guarantee (borrowed) |
+//! | `bulkhead_partition_refusals_total` | counter | `bulkhead`, `partition` | a partition's calls refused, any reason |
+//! | `bulkhead_keys_tracked` | gauge | `bulkhead` | keys with a call in flight (`per_key` only; never a label per key) |
+//! | `bulkhead_keys_at_limit` | gauge | `bulkhead` | of those, keys holding their whole `per_key` cap |
 //! | `bulkhead_config_reloads_total` | counter | `result` | config reloads, `ok` (applied) or `error` (refused, nothing applied) |
 //!
 //! ```
@@ -88,6 +95,8 @@ enum Source {
     Gauge(fn(&BulkheadSnapshot) -> Option<u32>),
     /// One or more series per bulkhead snapshot.
     Bulkhead(fn(&BulkheadSnapshot, Emit<'_>)),
+    /// One series per partition of each bulkhead snapshot.
+    Partitions(fn(&crate::PartitionSnapshot) -> Value<'static>),
     /// The registry's reload counters.
     Reloads(fn(&ReloadStatus, Emit<'_>)),
 }
@@ -147,6 +156,16 @@ impl MetricFamily {
                     });
                 }
             }
+            Source::Partitions(value) => {
+                for snapshot in sources.snapshots {
+                    for partition in &snapshot.partitions {
+                        each(Series {
+                            labels: &[snapshot.name.as_str(), partition.name.as_str()],
+                            value: value(partition),
+                        });
+                    }
+                }
+            }
             Source::Reloads(values) => {
                 if let Some(status) = sources.reloads {
                     values(status, &mut |labels, value| each(Series { labels, value }));
@@ -186,8 +205,24 @@ const fn per_bulkhead(
     }
 }
 
+/// One series per partition of each partitioned bulkhead (bounded: at most 16 each).
+const fn per_partition(
+    name: &'static str,
+    metric_type: MetricType,
+    help: &'static str,
+    value: fn(&crate::PartitionSnapshot) -> Value<'static>,
+) -> MetricFamily {
+    MetricFamily {
+        name,
+        metric_type,
+        help,
+        labels: &["bulkhead", "partition"],
+        source: Source::Partitions(value),
+    }
+}
+
 /// Every metric family, in the order they are published.
-pub static FAMILIES: [MetricFamily; 21] = [
+pub static FAMILIES: [MetricFamily; 28] = [
     per_bulkhead(
         "bulkhead_info",
         MetricType::Gauge,
@@ -259,7 +294,7 @@ pub static FAMILIES: [MetricFamily; 21] = [
     per_bulkhead(
         "bulkhead_refusals_total",
         MetricType::Counter,
-        "Refused calls by reason: full, timeout, queue_timeout, rate_limited, shut_down.",
+        "Refused calls by reason: full, timeout, queue_timeout, rate_limited, shut_down, key_limit.",
         &["bulkhead", "reason"],
         |s, each| {
             for (reason, n) in s.calls.refused.by_reason() {
@@ -323,6 +358,58 @@ pub static FAMILIES: [MetricFamily; 21] = [
         "How long admitted calls ran (calls admitted while call timing was on).",
         &["bulkhead"],
         |s, each| each(&[], Value::Histogram(&s.call_duration)),
+    ),
+    per_partition(
+        "bulkhead_partition_guaranteed_calls",
+        MetricType::Gauge,
+        "Permits a partition is guaranteed: floor(share x limit) of the limit in force.",
+        |p| Value::Gauge(u64::from(p.guaranteed)),
+    ),
+    per_partition(
+        "bulkhead_partition_in_flight_calls",
+        MetricType::Gauge,
+        "A partition's calls holding a permit or waiting for one.",
+        |p| Value::Gauge(u64::from(p.in_flight)),
+    ),
+    per_partition(
+        "bulkhead_partition_admitted_calls_total",
+        MetricType::Counter,
+        "A partition's calls admitted.",
+        |p| Value::Counter(p.admitted),
+    ),
+    per_partition(
+        "bulkhead_partition_borrowed_calls_total",
+        MetricType::Counter,
+        "A partition's calls admitted at or above its guarantee, on borrowed capacity.",
+        |p| Value::Counter(p.borrowed),
+    ),
+    per_partition(
+        "bulkhead_partition_refusals_total",
+        MetricType::Counter,
+        "A partition's calls refused, for any reason.",
+        |p| Value::Counter(p.refused),
+    ),
+    per_bulkhead(
+        "bulkhead_keys_tracked",
+        MetricType::Gauge,
+        "Keys with a call in flight, tracked by a per-key cap (at most max_keys).",
+        &["bulkhead"],
+        |s, each| {
+            if let Some(per_key) = &s.per_key {
+                each(&[], Value::Gauge(u64::from(per_key.keys_tracked)));
+            }
+        },
+    ),
+    per_bulkhead(
+        "bulkhead_keys_at_limit",
+        MetricType::Gauge,
+        "Keys holding their whole per-key cap.",
+        &["bulkhead"],
+        |s, each| {
+            if let Some(per_key) = &s.per_key {
+                each(&[], Value::Gauge(u64::from(per_key.keys_at_limit)));
+            }
+        },
     ),
     MetricFamily {
         name: "bulkhead_config_reloads_total",

@@ -50,6 +50,7 @@ use cluster::ClusterStore;
 
 /// What the rate limiter says to one caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RateAdmission {
     /// A permission was taken from the current period: go on.
     Admitted,

@@ -65,6 +65,12 @@ pub struct BulkheadSnapshot {
     /// With a cluster-wide rate limit (`scope: cluster`), the decisions its store could
     /// not make (each followed `on_store_error`); `None` otherwise.
     pub rate_limit_store_errors: Option<u64>,
+    /// Each partition's share and counters (`partitions` in the config); empty when the
+    /// bulkhead is not partitioned.
+    pub partitions: Vec<crate::PartitionSnapshot>,
+    /// The per-key aggregates and the busiest keys (`per_key` in the config); `None`
+    /// without a per-key cap.
+    pub per_key: Option<crate::PerKeySnapshot>,
 }
 
 /// Cumulative call counters of one bulkhead since it was built.
@@ -116,6 +122,8 @@ pub struct RefusalCounts {
     pub rate_limited: u64,
     /// `ShutDown`: the bulkhead was shutting down.
     pub shut_down: u64,
+    /// `KeyLimit`: the call's key already held its cap (`per_key`).
+    pub key_limit: u64,
 }
 
 impl CallCounts {
@@ -135,18 +143,24 @@ impl CallCounts {
 impl RefusalCounts {
     /// `(reason, count)` for each reason, labelled as
     /// [`BulkheadError::reason`](crate::BulkheadError::reason).
-    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 6] {
         [
             ("full", self.full),
             ("timeout", self.timeout),
             ("queue_timeout", self.queue_timeout),
             ("rate_limited", self.rate_limited),
             ("shut_down", self.shut_down),
+            ("key_limit", self.key_limit),
         ]
     }
 
     /// Refusals of every reason together.
     pub fn total(&self) -> u64 {
-        self.full + self.timeout + self.queue_timeout + self.rate_limited + self.shut_down
+        self.full
+            + self.timeout
+            + self.queue_timeout
+            + self.rate_limited
+            + self.shut_down
+            + self.key_limit
     }
 }

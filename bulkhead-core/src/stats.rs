@@ -21,7 +21,7 @@ pub(crate) struct Counters {
     pub cancelled: AtomicU64,
     /// Calls that entered a bulkhead they were already inside and ran inline.
     pub reentrant: AtomicU64,
-    /// Refusals, indexed by [`refusal_index`] (the last one counts call timeouts).
+    /// Refusals, indexed by [`refusal_index`] (index 5 counts call timeouts).
     pub refused: [AtomicU64; REFUSAL_REASONS.len()],
     /// Synchronous thread-pool calls whose caller stopped waiting at the call timeout: the
     /// worker finished them and their result was thrown away.
@@ -31,15 +31,16 @@ pub(crate) struct Counters {
 }
 
 /// The refusal reasons, in the order of [`Counters::refused`]; equal to [`BulkheadError::reason`].
-/// The last, `call_timeout`, is not a refusal (the body ran) and is reported as
+/// `call_timeout` is not a refusal (the body ran) and is reported as
 /// [`CallCounts::timed_out`].
-pub(crate) const REFUSAL_REASONS: [&str; 6] = [
+pub(crate) const REFUSAL_REASONS: [&str; 7] = [
     "full",
     "timeout",
     "queue_timeout",
     "rate_limited",
     "shut_down",
     "call_timeout",
+    "key_limit",
 ];
 
 /// The index of `full` in [`REFUSAL_REASONS`] and [`Counters::refused`].
@@ -55,6 +56,7 @@ pub(crate) fn refusal_index(err: &BulkheadError) -> usize {
         BulkheadError::RateLimited { .. } => 3,
         BulkheadError::ShutDown { .. } => SHUT_DOWN,
         BulkheadError::CallTimeout { .. } => 5,
+        BulkheadError::KeyLimit { .. } => 6,
     }
 }
 
@@ -84,6 +86,7 @@ impl Counters {
                 queue_timeout: refused(2),
                 rate_limited: refused(3),
                 shut_down: refused(4),
+                key_limit: refused(6),
             },
         }
     }
@@ -117,6 +120,7 @@ mod tests {
                 name: name.clone(),
                 after: d,
             },
+            BulkheadError::KeyLimit { name: name.clone() },
         ] {
             assert_eq!(REFUSAL_REASONS[refusal_index(&err)], err.reason());
         }

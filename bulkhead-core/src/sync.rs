@@ -70,3 +70,13 @@ pub(crate) fn seq_cst_fence_for_loom() {
     #[cfg(loom)]
     loom::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
+
+/// A `SeqCst` fence, loom's under loom (for store-then-load protocols between two sides that
+/// each write one location and read the other's).
+#[inline(always)]
+pub(crate) fn seq_cst_fence() {
+    #[cfg(not(loom))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    #[cfg(loom)]
+    loom::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}

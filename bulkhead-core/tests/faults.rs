@@ -20,6 +20,7 @@ use bulkhead_config_types::{OnFull, ThreadPoolConfig};
 use bulkhead_core::{
     BulkheadError, BulkheadSnapshot, Refused, SemaphoreBulkhead, ThreadPoolBulkhead,
 };
+use futures_executor::block_on;
 use support::{Gate, manual_clock, poll_once, pool_config, semaphore, wait_until, yield_once};
 
 // ---------------------------------------------------------------- helpers
@@ -97,11 +98,6 @@ fn assert_pool_at_rest(pool: &ThreadPoolBulkhead) {
     assert_eq!(s.waiting, 0, "{s:?}");
     assert!(s.pool_size.unwrap() <= s.limit, "{s:?}");
     assert_reconciled(&s);
-}
-
-/// Polls `fut` to completion on this thread, parking between polls.
-fn block_on<F: Future>(fut: F) -> F::Output {
-    futures_executor::block_on(fut)
 }
 
 /// Where an async body panics.

@@ -178,17 +178,23 @@ fn shutdown_during_an_acquire_refuses_or_admits_the_waiter_exactly_once() {
     });
 }
 
+/// A waiter for `b` (admitted, or refused with a `Timeout`) and a thread that fires `clock`.
+fn waiter_and_timer(
+    b: &SemaphoreBulkhead,
+    clock: &ModelClock,
+) -> (loom::thread::JoinHandle<bool>, loom::thread::JoinHandle<()>) {
+    let waiter = spawn_waiter(b, |e| matches!(e, BulkheadError::Timeout { .. }));
+    let clock = clock.clone();
+    (waiter, loom::thread::spawn(move || clock.fire()))
+}
+
 #[test]
 fn a_timeout_racing_a_release_loses_no_permit() {
     model(|| {
         let clock = ModelClock::new();
         let b = bulkhead(1, &clock);
         let held = block_on(b.acquire_async()).unwrap();
-        let waiter = spawn_waiter(&b, |e| matches!(e, BulkheadError::Timeout { .. }));
-        let timer = {
-            let clock = clock.clone();
-            loom::thread::spawn(move || clock.fire())
-        };
+        let (waiter, timer) = waiter_and_timer(&b, &clock);
         drop(held);
         let admitted = waiter.join().unwrap();
         timer.join().unwrap();
@@ -196,6 +202,35 @@ fn a_timeout_racing_a_release_loses_no_permit() {
         let c = b.snapshot().calls;
         assert_eq!(c.permitted, 1 + u64::from(admitted), "{c:?}");
         assert_eq!(c.refused.timeout, u64::from(!admitted), "{c:?}");
+    });
+}
+
+/// Two async waiters share the queue's one `max_wait` timer: its firing races a release,
+/// the hand-off to the first waiter and the second giving up. Every waiter resolves once,
+/// no permit is lost, and a timed-out waiter holds nothing.
+#[test]
+fn the_queue_timer_racing_a_release_and_a_waiter_giving_up_loses_nothing() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = bulkhead(1, &clock);
+        let held = block_on(b.acquire_async()).unwrap();
+        let (waiter, timer) = waiter_and_timer(&b, &clock);
+        let mut quitter = Box::pin(b.acquire_async());
+        // Queued behind the waiter, or (the timer fired first) already timed out: a permit
+        // held by the model's thread cannot go to it before the release below.
+        let polled = quitter
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        let quitter_admitted = matches!(polled, std::task::Poll::Ready(Ok(_)));
+        drop(polled);
+        drop(held);
+        drop(quitter);
+        let admitted = waiter.join().unwrap();
+        timer.join().unwrap();
+        assert_at_rest(&b, 1);
+        let c = b.snapshot().calls;
+        let permitted = 1 + u64::from(admitted) + u64::from(quitter_admitted);
+        assert_eq!(c.permitted, permitted, "{c:?}");
     });
 }
 

@@ -1114,6 +1114,18 @@ mod metrics_bridge {
         let ledger = registry.thread_pool("ledger").unwrap();
         ledger.call((), |()| ()).unwrap();
         registry.record_reload_failure("deploy.yaml:1:1: error: not a config");
+        // A partitioned bulkhead with a per-key cap: the partition and key families.
+        let mut shared =
+            bulkhead_config_types::BulkheadConfig::semaphore(crate::semaphore_config(4, 0));
+        shared.partitions = bulkhead_config_types::Partitions::new([("live", 0.5), ("batch", 0.5)]);
+        shared.per_key = Some(bulkhead_config_types::PerKeyConfig::new(1));
+        let search = registry.register("search", &shared).unwrap();
+        let live = search.as_semaphore().unwrap().partition("live").unwrap();
+        let held = live.keyed("tenant").try_acquire().unwrap();
+        assert!(
+            live.keyed("tenant").try_acquire().is_err(),
+            "over the key's cap"
+        );
 
         let text = prometheus::encode_registry(&registry);
         let recorder = LastValue::default();
@@ -1161,6 +1173,7 @@ mod metrics_bridge {
         }
         // Every family of the table is in both (the fixture has a pool, fallbacks, timed
         // calls and a reload), but the one only a cluster-wide rate limit has.
+        drop(held);
         for family in &bulkhead_core::metric_families::FAMILIES {
             let Some((kind, _)) = text_families.get(family.name) else {
                 assert_eq!(family.name, "bulkhead_rate_limit_store_errors_total");

@@ -567,9 +567,9 @@ fn process_wide_registry_reload_under_load_keeps_limits_and_accounts_every_call(
 /// A pool shrunk from two threads to one while both run: work admitted after the shrink
 /// must wait for the one thread the pool may now have, not run on the retiring one.
 ///
-/// Pins a fixed bug: `worker_main` (thread_pool/pool.rs) used to take the next queued task
-/// before checking `threads > max`, so a thread above a shrunk `max_threads` retired only
-/// once the queue was empty; under sustained load it never did.
+/// A worker (`thread_pool/worker.rs`) checks `threads > max` before it takes the next queued
+/// task: were it the other way round, a thread above a shrunk `max_threads` would retire
+/// only once the queue was empty, which under sustained load is never.
 #[test]
 fn after_a_shrink_new_work_never_runs_on_a_retiring_thread() {
     let pool = ThreadPoolBulkhead::new("shrink-new-work", &tp(1, 2, 4));

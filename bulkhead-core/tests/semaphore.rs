@@ -632,3 +632,82 @@ fn a_dropped_owned_acquire_leaves_the_queue_and_a_refused_one_gets_the_error() {
     drop(held);
     assert_eq!(bulkhead.available(), 1);
 }
+
+#[test]
+fn async_waiters_share_one_max_wait_timer_and_time_out_together() {
+    let (bulkhead, clock) = manual("one-timer", 1, 500);
+    let held = hold(&bulkhead);
+    let mut waiters: Vec<_> = (0..3).map(|_| Box::pin(bulkhead.acquire_async())).collect();
+    for waiter in &mut waiters {
+        assert!(poll_once(waiter).is_pending());
+    }
+    assert_eq!(bulkhead.snapshot().waiting, 3);
+    // One timer for the queue, not one per waiting caller.
+    assert_eq!(clock.sleepers(), 1);
+    clock.advance(Duration::from_millis(499));
+    for waiter in &mut waiters {
+        assert!(poll_once(waiter).is_pending());
+    }
+    clock.advance(Duration::from_millis(1));
+    for waiter in &mut waiters {
+        match poll_once(waiter) {
+            Poll::Ready(Err(BulkheadError::Timeout { waited, .. })) => {
+                assert_eq!(waited, Duration::from_millis(500));
+            }
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+    }
+    let s = bulkhead.snapshot();
+    assert_eq!((s.waiting, s.calls.refused.timeout), (0, 3));
+    assert_eq!(clock.sleepers(), 0, "no timer left behind");
+    drop(waiters);
+    drop(held);
+    assert_eq!(bulkhead.available(), 1);
+}
+
+#[test]
+fn the_queue_timer_follows_the_earliest_deadline_when_max_wait_shrinks() {
+    let (bulkhead, clock) = manual("earliest", 1, 1_000);
+    let _held = hold(&bulkhead);
+    let mut patient = Box::pin(bulkhead.acquire_async());
+    assert!(poll_once(&mut patient).is_pending());
+    bulkhead.resize(&config(1, 100));
+    let mut hasty = Box::pin(bulkhead.acquire_async());
+    assert!(poll_once(&mut hasty).is_pending());
+    clock.advance(Duration::from_millis(100));
+    assert!(matches!(
+        poll_once(&mut hasty),
+        Poll::Ready(Err(BulkheadError::Timeout { .. }))
+    ));
+    // The earlier waiter keeps its own, later deadline, and a timer for it.
+    assert!(poll_once(&mut patient).is_pending());
+    assert_eq!(clock.sleepers(), 1);
+    clock.advance(Duration::from_millis(900));
+    assert!(matches!(
+        poll_once(&mut patient),
+        Poll::Ready(Err(BulkheadError::Timeout { .. }))
+    ));
+    assert_eq!(clock.sleepers(), 0, "no timer left behind");
+}
+
+#[test]
+fn the_queue_timer_goes_with_the_last_async_waiter_granted_or_dropped() {
+    let (bulkhead, clock) = manual("timer-goes", 1, 1_000);
+    let held = hold(&bulkhead);
+    let mut granted = Box::pin(bulkhead.acquire_async());
+    let mut dropped = Box::pin(bulkhead.acquire_async());
+    assert!(poll_once(&mut granted).is_pending());
+    assert!(poll_once(&mut dropped).is_pending());
+    assert_eq!(clock.sleepers(), 1);
+    drop(held);
+    let permit = match poll_once(&mut granted) {
+        Poll::Ready(Ok(permit)) => permit,
+        other => panic!("expected the handed-off permit, got {other:?}"),
+    };
+    assert_eq!(clock.sleepers(), 1, "one async waiter still queued");
+    drop(dropped);
+    assert_eq!(clock.sleepers(), 0, "no timer left behind");
+    drop(permit);
+    let s = bulkhead.snapshot();
+    assert_eq!((s.available, s.waiting, s.calls.refused.timeout), (1, 0, 0));
+}

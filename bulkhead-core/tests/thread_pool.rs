@@ -1021,3 +1021,35 @@ fn caller_runs_async_panic_caught_around_poll_is_counted_panicked() {
     assert_eq!((calls.panicked, calls.cancelled), (1, 0));
     assert_eq!(calls.permitted, calls.completed + calls.panicked);
 }
+
+#[test]
+fn an_async_call_to_a_full_aborting_pool_is_refused_when_made_and_frees_nothing_later() {
+    let pool = ThreadPoolBulkhead::new("async-abort-when-made", &config(1, 1, 0));
+    let gate = Gate::default();
+    let busy = blocked_calls(&pool, &gate, [1]);
+    wait_for_admitted(&pool, 1);
+    // Refused (and counted) when the call is made, before any poll.
+    let mut refused = pool.call_async(2u32, |i| async move { i });
+    assert_eq!(pool.snapshot().calls.refused.full, 1);
+    gate.open();
+    for call in busy {
+        assert_eq!(call.join().unwrap().unwrap(), 1);
+    }
+    // Room now, but the call was refused when made: it hands its input back.
+    match poll_once(&mut refused) {
+        Poll::Ready(Err(Refused {
+            input: 2,
+            error: BulkheadError::Full { .. },
+        })) => {}
+        other => panic!("expected the refusal made with the call, got {other:?}"),
+    }
+    drop(refused);
+    let s = pool.snapshot();
+    assert_eq!((s.calls.permitted, s.calls.refused.full), (1, 1));
+    // A call made with room is admitted at its first poll, as before.
+    assert_eq!(
+        futures_executor::block_on(pool.call_async(3u32, |i| async move { i })).unwrap(),
+        3
+    );
+    pool.shutdown(Duration::from_secs(10));
+}

@@ -1,4 +1,5 @@
-//! The attribute's arguments: `("name")` or `("name", fallback = path)`.
+//! The attribute's arguments: `("name")`, then any of `fallback = path`,
+//! `partition = "name"` and `key = <expression>`.
 //!
 //! The arguments are split at top-level commas and each piece is parsed on its own, so a
 //! mistake in one option does not hide a mistake in another.
@@ -9,7 +10,7 @@ use syn::spanned::Spanned;
 use crate::ctxt::Ctxt;
 
 /// The options `#[bulkhead]` accepts besides the name.
-const OPTIONS: &[&str] = &["fallback"];
+const OPTIONS: &[&str] = &["fallback", "partition", "key"];
 
 /// What the attribute was given.
 pub(crate) struct Args {
@@ -17,6 +18,10 @@ pub(crate) struct Args {
     pub name: Option<syn::LitStr>,
     /// `fallback = path`.
     pub fallback: Option<syn::Path>,
+    /// `partition = "batch"`: the partition of the bulkhead the calls are counted under.
+    pub partition: Option<syn::LitStr>,
+    /// `key = expr`: the key (tenant, user) each call is counted under.
+    pub key: Option<syn::Expr>,
 }
 
 const USAGE: &str = "write `#[bulkhead(\"name\")]` or `#[bulkhead(\"name\", fallback = path)]`";
@@ -25,6 +30,8 @@ pub(crate) fn parse(cx: &mut Ctxt, attr: TokenStream) -> Args {
     let mut args = Args {
         name: None,
         fallback: None,
+        partition: None,
+        key: None,
     };
     let pieces = split_top_level_commas(attr);
     if pieces.is_empty() {
@@ -73,16 +80,21 @@ fn parse_option(cx: &mut Ctxt, piece: TokenStream, args: &mut Args) {
         .get_ident()
         .map(ToString::to_string)
         .unwrap_or_else(|| quote::quote!(#key).to_string().replace(' ', ""));
-    if key_name != "fallback" {
-        let suggestion = crate::suggest::closest(&key_name, OPTIONS.iter().copied())
+    if !OPTIONS.contains(&key_name.as_str()) {
+        let suggestion = bulkhead_config::closest_name(&key_name, OPTIONS.iter().copied())
             .map(|s| format!("; did you mean `{s}`?"))
             .unwrap_or_default();
         cx.error(
             key.span(),
             format!(
-                "unknown option `{key_name}` for `#[bulkhead]`: the only option is `fallback = path`{suggestion}"
+                "unknown option `{key_name}` for `#[bulkhead]`: the options are `fallback = path`, \
+                 `partition = \"name\"` and `key = expression`{suggestion}"
             ),
         );
+        return;
+    }
+    if key_name != "fallback" {
+        parse_share(cx, meta, &key_name, args);
         return;
     }
     let value = match meta {
@@ -110,6 +122,46 @@ fn parse_option(cx: &mut Ctxt, piece: TokenStream, args: &mut Args) {
         return;
     }
     args.fallback = Some(path);
+}
+
+/// `partition = "name"` or `key = expression`.
+fn parse_share(cx: &mut Ctxt, meta: syn::Meta, key_name: &str, args: &mut Args) {
+    let nv = match meta {
+        syn::Meta::NameValue(nv) => nv,
+        other => {
+            cx.error_spanned(
+                &other,
+                format!("write `{key_name} = …`: `partition = \"batch\"` or `key = tenant_id`"),
+            );
+            return;
+        }
+    };
+    let twice = format!("`{key_name}` is given twice: give one");
+    if key_name == "key" {
+        if args.key.is_some() {
+            cx.error(nv.path.span(), twice);
+            return;
+        }
+        args.key = Some(nv.value);
+        return;
+    }
+    match nv.value {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(lit),
+            ..
+        }) => {
+            if args.partition.is_some() {
+                cx.error(nv.path.span(), twice);
+                return;
+            }
+            args.partition = Some(lit);
+        }
+        other => cx.error_spanned(
+            &other,
+            "`partition` names a partition of the bulkhead as a string literal, e.g. \
+             `partition = \"batch\"`",
+        ),
+    }
 }
 
 /// Splits `a, b = c, d` into its pieces; a trailing comma is allowed.

@@ -7,8 +7,8 @@
 
 use bulkhead_config::{
     AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, CodelConfig, Duration, Expected, Limits,
-    OnFull, OnStoreError, QueueOrder, RateLimitConfig, RateLimitScope, RateLimitStore,
-    SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+    OnFull, OnStoreError, Partitions, PerKeyConfig, QueueOrder, RateLimitConfig, RateLimitScope,
+    RateLimitStore, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
 };
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -23,6 +23,8 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
         saturation,
         expected,
         adaptive,
+        partitions,
+        per_key,
     } = config;
     let limits = self::limits(limits);
     let adaptive = option(adaptive.as_ref(), self::adaptive);
@@ -30,6 +32,8 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
     let timeout = option(timeout.as_ref(), |d| duration(*d));
     let saturation = self::saturation(saturation);
     let expected = option(expected.as_ref(), self::expected);
+    let partitions = self::partitions(partitions);
+    let per_key = option(per_key.as_ref(), self::per_key);
     quote! {
         #c::BulkheadConfig {
             limits: #limits,
@@ -38,6 +42,38 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
             saturation: #saturation,
             expected: #expected,
             adaptive: #adaptive,
+            partitions: #partitions,
+            per_key: #per_key,
+        }
+    }
+}
+
+fn partitions(partitions: &Partitions) -> TokenStream {
+    let c = types();
+    let Partitions { shares } = partitions;
+    let (names, shares): (Vec<&String>, Vec<TokenStream>) = shares
+        .iter()
+        .map(|(name, share)| (name, float(*share)))
+        .unzip();
+    quote! {
+        #c::Partitions {
+            shares: ::std::collections::BTreeMap::from([
+                #((::std::string::String::from(#names), #shares)),*
+            ]),
+        }
+    }
+}
+
+fn per_key(per_key: &PerKeyConfig) -> TokenStream {
+    let c = types();
+    let PerKeyConfig {
+        max_concurrent_calls,
+        max_keys,
+    } = per_key;
+    quote! {
+        #c::PerKeyConfig {
+            max_concurrent_calls: #max_concurrent_calls,
+            max_keys: #max_keys,
         }
     }
 }

@@ -11,7 +11,8 @@ use quote::quote;
 
 use crate::config::{self, Kind};
 use crate::ctxt::Ctxt;
-use crate::expand;
+use crate::declaration::declare_slot;
+use crate::resolve::resolve;
 
 pub(crate) fn layer(input: TokenStream, site: &str) -> TokenStream {
     let mut cx = Ctxt::default();
@@ -28,7 +29,7 @@ pub(crate) fn layer(input: TokenStream, site: &str) -> TokenStream {
         }
     };
     let loaded = config::load();
-    let Some((declared, location)) = expand::resolve(&mut cx, &loaded, &name, site) else {
+    let Some((declared, location)) = resolve(&mut cx, &loaded, &name, site) else {
         // The errors, or none when an invalid config was reported at another use of it:
         // either way the build fails, and the expression still has a type.
         let errors = cx.to_compile_errors();
@@ -49,7 +50,7 @@ pub(crate) fn layer(input: TokenStream, site: &str) -> TokenStream {
     }
     let slot = Ident::new("__BULKHEAD", Span::mixed_site());
     let used_by = format!("layer!(\"{}\")", name.value());
-    let declare = expand::declare_slot(
+    let declare = declare_slot(
         &name.value(),
         declared,
         location,

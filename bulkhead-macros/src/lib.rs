@@ -6,14 +6,19 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod analysis;
 mod args;
+mod checks;
 mod config;
 mod ctxt;
+mod declaration;
 mod emit_config;
 mod expand;
+mod expansion;
 mod layer;
-mod suggest;
+mod rename_self;
+mod resolve;
+mod shares;
+mod siblings;
 
 use proc_macro::TokenStream;
 

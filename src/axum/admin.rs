@@ -85,6 +85,7 @@ pub fn admin() -> axum::Router {
 /// # drop(app);
 /// ```
 #[derive(Clone, Debug)]
+#[must_use = "an Admin serves nothing until its router is mounted"]
 pub struct Admin {
     write_token: Option<String>,
     env: bool,

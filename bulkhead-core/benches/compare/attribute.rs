@@ -24,13 +24,13 @@ pub fn refused(x: u64) -> Result<u64, BulkheadError> {
 
 /// The bulkhead of [`refused`] from the process-wide registry, its only permit held by
 /// another thread until the guard drops.
-pub fn full_attribute() -> (SemaphoreBulkhead, crate::Occupied) {
+pub fn full_attribute() -> (SemaphoreBulkhead, crate::fixtures::Occupied) {
     // One admitted call first: the rows measure calls after a function's first.
     let _ = refused(0);
     let sem = bulkhead::registry()
         .semaphore("bench-attribute-full")
         .expect("declared by `refused`");
-    crate::occupy_semaphore(sem)
+    crate::fixtures::occupy_semaphore(sem)
 }
 
 /// The same function written by hand against the core API, as a user would without the

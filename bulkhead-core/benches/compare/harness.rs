@@ -9,6 +9,18 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use crate::workloads::Workload;
+
+/// Sample times of one run.
+pub struct Settings {
+    /// Sample time for nanosecond-scale workloads.
+    pub fast: Duration,
+    /// Sample time for pool workloads.
+    pub slow: Duration,
+    /// Whether the Java peers run.
+    pub java: bool,
+}
+
 /// Samples per contender.
 pub const SAMPLES: usize = 21;
 
@@ -80,6 +92,14 @@ pub fn measure(sample_time: Duration, contenders: Vec<Contender<'_>>) -> Vec<Mea
         .collect()
 }
 
+/// The result of the contender named `name`.
+pub fn find<'a>(results: &'a [Measured], name: &str) -> &'a Measured {
+    results
+        .iter()
+        .find(|m| m.name == name)
+        .unwrap_or_else(|| panic!("no result named {name}"))
+}
+
 /// Finds a batch size lasting about `sample_time`; the calibration runs double as warm-up
 /// (at least ~2 sample times).
 fn calibrate(c: &mut Contender<'_>, sample_time: Duration) -> u64 {
@@ -100,7 +120,10 @@ fn calibrate(c: &mut Contender<'_>, sample_time: Duration) -> u64 {
 
 /// One line of the table.
 pub struct Row {
-    pub workload: String,
+    /// The workload that measured it: the table is ordered by it.
+    pub workload: Workload,
+    /// What the row compares, within its workload.
+    pub title: String,
     pub ours: Cell,
     pub peer: Cell,
     pub target: String,
@@ -175,6 +198,8 @@ impl Cell {
 
 pub fn format_value(v: f64, unit: Unit) -> String {
     match unit {
+        Unit::Nanos if v >= 10_000_000.0 => format!("{:.1} ms", v / 1e6),
+        Unit::Nanos if v >= 1_000_000.0 => format!("{:.2} ms", v / 1e6),
         Unit::Nanos if v >= 10_000.0 => format!("{:.1} µs", v / 1000.0),
         Unit::Nanos if v >= 1000.0 => format!("{:.2} µs", v / 1000.0),
         Unit::Nanos if v >= 100.0 => format!("{v:.0} ns"),
@@ -184,6 +209,18 @@ pub fn format_value(v: f64, unit: Unit) -> String {
 }
 
 impl Row {
+    /// Whether this row meets a target of the form `≤ N×` (the ratio) or `≤ N ns` (ours).
+    fn met(&self) -> Option<bool> {
+        let bound = self.target.strip_prefix('≤')?.trim();
+        let number = |s: &str| s.trim().parse::<f64>().ok();
+        let ours = self.ours.value?;
+        if let Some(ratio) = bound.strip_suffix('×') {
+            return Some(ours / self.peer.value? <= number(ratio)?);
+        }
+        let ns = bound.split(',').next()?.strip_suffix("ns")?;
+        Some(ours <= number(ns)?)
+    }
+
     fn ratio(&self) -> String {
         match (self.ours.value, self.peer.value, self.ours.unit) {
             (Some(a), Some(b), Unit::Nanos) if b > 0.0 => format!("{:.2}×", a / b),
@@ -192,7 +229,7 @@ impl Row {
     }
 }
 
-/// The table as Markdown.
+/// The table as Markdown: every row, in workload order.
 pub fn render_table(rows: &[Row]) -> String {
     let mut out = String::new();
     out.push_str("| workload | ours | peer | ratio | target |\n");
@@ -200,12 +237,38 @@ pub fn render_table(rows: &[Row]) -> String {
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} |",
-            r.workload,
+            "| {} {} | {} | {} | {} | {} |",
+            r.workload.heading(),
+            r.title,
             r.ours.render(),
             r.peer.render(),
             r.ratio(),
             r.target
+        );
+    }
+    out
+}
+
+/// The headline table: the rows that have a target, with whether this run meets it
+/// (for a ratio target `≤ N×` and a time target `≤ N ns`; other targets are left to the
+/// reader). Short labels: the full table above names every contender.
+pub fn render_headline(rows: &[Row]) -> String {
+    let mut out = String::new();
+    out.push_str("| row | ours | peer | ratio | target | met |\n");
+    out.push_str("|---|---|---|---|---|---|\n");
+    for r in rows.iter().filter(|r| r.target.starts_with('≤')) {
+        let value = |c: &Cell| c.value.map_or("–".to_string(), |v| format_value(v, c.unit));
+        let _ = writeln!(
+            out,
+            "| {} {}: {} | {} | {} | {} | {} | {} |",
+            r.workload.heading(),
+            r.title,
+            r.ours.label,
+            value(&r.ours),
+            value(&r.peer),
+            r.ratio(),
+            r.target,
+            r.met().map_or("", |met| if met { "yes" } else { "no" })
         );
     }
     out

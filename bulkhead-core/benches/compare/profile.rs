@@ -15,8 +15,12 @@ use std::task::{Context, Poll, Waker};
 
 use bulkhead_core::{SemaphoreBulkhead, ThreadPoolBulkhead};
 
+use crate::fixtures::{
+    QUEUE, WORKERS, full_pool, full_semaphore, full_semaphore_shared_name, pool_config,
+    semaphore_config,
+};
 use crate::peers::CrossbeamPool;
-use crate::{QUEUE, WORKERS, full_pool, full_semaphore, pool_config, semaphore_config};
+use crate::workloads::pool_throughput::{crossbeam_window, ours_window};
 
 /// The workloads `--profile` knows.
 pub const WORKLOADS: &[&str] = &[
@@ -25,10 +29,14 @@ pub const WORKLOADS: &[&str] = &[
     "semaphore-call",
     "semaphore-try",
     "tokio-try",
+    "semaphore-call-async",
+    "tokio-acquire",
     "semaphore-refusal",
     "semaphore-refusal-shared",
     "pool-refusal",
     "pool-round-trip",
+    "pool-async-round-trip",
+    "tokio-blocking-round-trip",
     "crossbeam-round-trip",
     "pool-window",
     "crossbeam-window",
@@ -53,12 +61,20 @@ pub fn run(workload: &str, n: u64) {
             let sem = tokio::sync::Semaphore::new(25);
             profile_loop_tokio_try(&sem, n);
         }
+        "semaphore-call-async" => {
+            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
+            profile_loop_semaphore_call_async(&sem, n);
+        }
+        "tokio-acquire" => {
+            let sem = tokio::sync::Semaphore::new(25);
+            profile_loop_tokio_acquire(&sem, n);
+        }
         "semaphore-refusal" => {
             let (sem, _held) = full_semaphore();
             profile_loop_semaphore_refusal(&sem, n);
         }
         "semaphore-refusal-shared" => {
-            let (sem, _held) = crate::full_semaphore_shared_name();
+            let (sem, _held) = full_semaphore_shared_name();
             profile_loop_semaphore_refusal(&sem, n);
         }
         "pool-refusal" => {
@@ -68,6 +84,14 @@ pub fn run(workload: &str, n: u64) {
         "pool-round-trip" => {
             let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
             profile_loop_pool_round_trip(&pool, n);
+        }
+        "pool-async-round-trip" => {
+            let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
+            profile_loop_pool_async_round_trip(&pool, n);
+        }
+        "tokio-blocking-round-trip" => {
+            let rt = crate::fixtures::tokio_runtime();
+            profile_loop_tokio_blocking_round_trip(&rt, n);
         }
         "crossbeam-round-trip" => {
             let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
@@ -127,6 +151,24 @@ fn profile_loop_tokio_try(sem: &tokio::sync::Semaphore, n: u64) {
 }
 
 #[inline(never)]
+fn profile_loop_semaphore_call_async(sem: &SemaphoreBulkhead, n: u64) {
+    let mut cx = Context::from_waker(Waker::noop());
+    for i in 0..n {
+        let call = std::pin::pin!(sem.call_async(async { black_box(i) }));
+        black_box(call.poll(&mut cx).is_ready());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_tokio_acquire(sem: &tokio::sync::Semaphore, n: u64) {
+    let mut cx = Context::from_waker(Waker::noop());
+    for _ in 0..n {
+        let acquire = std::pin::pin!(sem.acquire());
+        drop(black_box(acquire.poll(&mut cx)));
+    }
+}
+
+#[inline(never)]
 fn profile_loop_semaphore_refusal(sem: &SemaphoreBulkhead, n: u64) {
     for _ in 0..n {
         black_box(sem.call(|| 1u64).is_err());
@@ -154,6 +196,21 @@ fn profile_loop_pool_round_trip(pool: &ThreadPoolBulkhead, n: u64) {
 }
 
 #[inline(never)]
+fn profile_loop_pool_async_round_trip(pool: &ThreadPoolBulkhead, n: u64) {
+    for i in 0..n {
+        let call = pool.call_async(i, |x| async move { x + 1 });
+        black_box(futures_executor::block_on(call).ok());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_tokio_blocking_round_trip(rt: &tokio::runtime::Runtime, n: u64) {
+    for i in 0..n {
+        black_box(futures_executor::block_on(rt.spawn_blocking(move || i + 1)).ok());
+    }
+}
+
+#[inline(never)]
 fn profile_loop_crossbeam_round_trip(pool: &CrossbeamPool, n: u64) {
     for i in 0..n {
         black_box(pool.call(move || i + 1));
@@ -162,10 +219,10 @@ fn profile_loop_crossbeam_round_trip(pool: &CrossbeamPool, n: u64) {
 
 #[inline(never)]
 fn profile_loop_pool_window(pool: &ThreadPoolBulkhead, n: u64) {
-    crate::ours_window(pool, n);
+    ours_window(pool, n);
 }
 
 #[inline(never)]
 fn profile_loop_crossbeam_window(pool: &CrossbeamPool, n: u64) {
-    crate::crossbeam_window(pool, n);
+    crossbeam_window(pool, n);
 }

@@ -1,65 +1,129 @@
-//! How a bulkhead feeds its adaptive limit: the [`Controller`] each bulkhead owns, and the
-//! per-thread record of the adaptive calls running on a thread, which
-//! [`mark_overloaded`] marks.
+//! How a bulkhead feeds its adaptive limit: the [`Controller`] each bulkhead owns, and
+//! [`CallStart`], what an admitted call carries to its release.
 //!
 //! Cost: a bulkhead without an adaptive limit pays one relaxed load per admission
-//! ([`Controller::is_enabled`]) and one per release ([`Controller::may_sample`]). An
-//! adaptive one reads the clock at admission and at release, and takes its controller's
-//! lock once per finished call (a window's bookkeeping; a limit change also takes the
-//! waiter-queue lock, through the resize path). Lock order: controller, then waiters.
+//! ([`Controller::sample_every`], [`Controller::begin`]) and one per release ([`Controller::may_sample`]). An
+//! adaptive one also pushes and pops a frame per call ([`frames`](super::frames)) and draws
+//! whether to time it ([`sampling`](super::sampling)); a timed call reads the clock at
+//! admission and at release and takes the controller's lock (a window's bookkeeping; a
+//! limit change also takes the waiter-queue lock, through the resize path). A drop of a
+//! call that was not timed is one relaxed store. Lock order: controller, then waiters.
 
-use std::cell::RefCell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use bulkhead_config_types::AdaptiveConfig;
 
 // loom's primitives under `--cfg loom`: the models race limit changes with admissions.
-use crate::sync::{AtomicBool, Mutex};
+use crate::sync::{AtomicBool, AtomicU32, Mutex};
 
-use super::{AdaptiveLimit, AdaptiveSnapshot, Sample};
+use super::{AdaptiveLimit, AdaptiveSnapshot, Sample, sampling};
 
-/// When and as which call in flight an adaptive call was admitted.
+// The bulkheads reach the per-thread frames through this module.
+pub(crate) use super::frames::{
+    begin_sync, end_sync, in_frame, mark_overloaded, mark_sync, time_sync,
+};
+
+/// What an adaptive call carries from admission to release: when, and as which call in
+/// flight, it was admitted — if it is one of the calls timed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CallStart {
-    pub started: Instant,
-    pub inflight: u32,
+    timed: Option<(Instant, u32)>,
 }
 
 impl CallStart {
-    /// The sample of this call, finished `now`.
-    pub(crate) fn finish(self, now: Instant, dropped: bool) -> Sample {
-        Sample {
-            rtt: now.saturating_duration_since(self.started),
-            inflight: self.inflight,
-            dropped,
+    /// A timed call admitted at `started` as the `inflight`-th call in flight.
+    pub(crate) fn timed(started: Instant, inflight: u32) -> Self {
+        CallStart {
+            timed: Some((started, inflight)),
         }
+    }
+
+    /// A call that is not timed (only a drop of it counts).
+    pub(crate) const fn untimed() -> Self {
+        CallStart { timed: None }
+    }
+
+    /// Whether the call is timed.
+    #[inline]
+    pub(crate) fn is_timed(&self) -> bool {
+        self.timed.is_some()
     }
 }
 
 /// The adaptive limit of one bulkhead, if it has one.
 #[derive(Debug)]
 pub(crate) struct Controller {
-    /// An adaptive limit is configured: admissions record their start.
-    enabled: AtomicBool,
+    /// 0 without an adaptive limit; with one, one call in this many is timed (the limit's
+    /// [`sample_every`](AdaptiveLimit::sample_every), a power of two).
+    timing: AtomicU32,
     /// One was configured at some point: releases look for their call's start.
     sampling: AtomicBool,
+    /// A call that was not timed was a drop since the last timed call was recorded.
+    untimed_drop: AtomicBool,
     state: Mutex<Option<AdaptiveLimit>>,
 }
 
 impl Controller {
     pub(crate) fn new() -> Self {
         Controller {
-            enabled: AtomicBool::new(false),
+            timing: AtomicU32::new(0),
             sampling: AtomicBool::new(false),
+            untimed_drop: AtomicBool::new(false),
             state: Mutex::new(None),
         }
     }
 
-    /// Whether admissions should record their start. One relaxed load.
+    /// `None` without an adaptive limit (one relaxed load); otherwise one call in this
+    /// many is to be timed.
     #[inline]
-    pub(crate) fn is_enabled(&self) -> bool {
-        self.enabled.load(Relaxed)
+    pub(crate) fn sample_every(&self) -> Option<u32> {
+        match self.timing.load(Relaxed) {
+            0 => None,
+            every => Some(every),
+        }
+    }
+
+    /// An admitted call: `None` without an adaptive limit (one relaxed load); otherwise
+    /// its start, timed (by `timed`: the clock and the calls in flight) one time in
+    /// `sample_every`.
+    #[inline]
+    pub(crate) fn begin(&self, timed: impl FnOnce() -> CallStart) -> Option<CallStart> {
+        match self.timing.load(Relaxed) {
+            0 => None,
+            every if sampling::draw(every) => Some(timed()),
+            _ => Some(CallStart::untimed()),
+        }
+    }
+
+    /// The end of a call begun with `start`, a drop or not: a timed call, finished `now()`,
+    /// feeds the limit (see [`record`](Self::record)); a drop of an untimed one is noted
+    /// for the next timed call to bring into its window. The clock is read only for a
+    /// timed call.
+    #[inline]
+    pub(crate) fn end(
+        &self,
+        start: CallStart,
+        dropped: bool,
+        now: impl FnOnce() -> Instant,
+        apply: impl FnOnce(u32),
+    ) -> Option<(u32, u32)> {
+        match start.timed {
+            Some((started, inflight)) => {
+                let sample = Sample {
+                    rtt: now().saturating_duration_since(started),
+                    inflight,
+                    dropped,
+                };
+                self.record(sample, apply)
+            }
+            None => {
+                if dropped {
+                    self.untimed_drop.store(true, Relaxed);
+                }
+                None
+            }
+        }
     }
 
     /// Whether a release may have a start to sample. One relaxed load.
@@ -81,16 +145,16 @@ impl Controller {
         let limit = match (config, state.as_mut()) {
             (None, _) => {
                 *state = None;
-                self.enabled.store(false, Relaxed);
+                self.timing.store(0, Relaxed);
                 declared
             }
             (Some(config), Some(limit)) => limit.reconfigure(config, declared),
             (Some(config), None) => {
                 let limit = AdaptiveLimit::new(config, declared);
                 let initial = limit.limit();
+                self.timing.store(limit.sample_every(), Relaxed);
                 *state = Some(limit);
                 self.sampling.store(true, Relaxed);
-                self.enabled.store(true, Relaxed);
                 initial
             }
         };
@@ -113,11 +177,18 @@ impl Controller {
     /// A finished call: feeds the limit and, if it changes, calls `apply(to)` under the
     /// controller's lock; returns `(from, to)` then, to be reported once the lock is
     /// released (a listener may call the bulkhead again).
-    pub(crate) fn record(&self, sample: Sample, apply: impl FnOnce(u32)) -> Option<(u32, u32)> {
+    fn record(&self, sample: Sample, apply: impl FnOnce(u32)) -> Option<(u32, u32)> {
         let mut state = self.state.lock();
         let limit = state.as_mut()?;
         let from = limit.limit();
+        if self.untimed_drop.load(Relaxed) && self.untimed_drop.swap(false, Relaxed) {
+            limit.on_untimed_drop();
+        }
         let to = limit.on_sample(sample);
+        let every = limit.sample_every();
+        if self.timing.load(Relaxed) != every {
+            self.timing.store(every, Relaxed);
+        }
         (to != from).then(|| {
             apply(to);
             (from, to)
@@ -130,112 +201,35 @@ impl Controller {
     }
 }
 
-/// One adaptive call running on this thread: a sync permit from admission to release, or
-/// an async body during one poll.
-struct Frame {
-    bulkhead: usize,
-    start: Option<CallStart>,
-    overloaded: bool,
-}
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
 
-thread_local! {
-    static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
-}
+    use bulkhead_config_types::AdaptiveAlgorithm;
 
-/// Marks the innermost call of an adaptive bulkhead running on this thread (or, in async
-/// code, on this task while it is polled) as **overloaded**: its outcome counts as a drop
-/// for the adaptive limit, as a panic or a timeout does, whatever the body returns. Call
-/// it when the dependency said it is overloaded (an HTTP 503, a "too busy" error).
-/// Returns false when no call of an adaptive bulkhead is running here (nothing to mark).
-///
-/// ```
-/// use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
-/// use bulkhead_core::SemaphoreBulkhead;
-/// use bulkhead_core::adaptive::mark_overloaded;
-///
-/// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
-///     .with_adaptive(Some(&AdaptiveConfig::new(AdaptiveAlgorithm::Aimd)));
-/// let marked = search.call(|| {
-///     let status = 503; // what the dependency answered
-///     status == 503 && mark_overloaded()
-/// });
-/// assert_eq!(marked, Ok(true));
-/// assert!(!mark_overloaded(), "no call is running here now");
-/// ```
-pub fn mark_overloaded() -> bool {
-    FRAMES.with(|frames| match frames.borrow_mut().last_mut() {
-        Some(frame) => {
-            frame.overloaded = true;
-            true
-        }
-        None => false,
-    })
-}
+    use super::*;
+    use crate::adaptive::MIN_WINDOW;
 
-/// A sync permit of bulkhead `id` was taken on this thread at `start`.
-pub(crate) fn begin_sync(id: usize, start: CallStart) {
-    FRAMES.with(|frames| {
-        frames.borrow_mut().push(Frame {
-            bulkhead: id,
-            start: Some(start),
-            overloaded: false,
-        });
-    });
-}
-
-/// The sync permit of bulkhead `id` taken on this thread is being returned: its start and
-/// whether it was marked overloaded (`None` if it was admitted before the bulkhead became
-/// adaptive).
-pub(crate) fn end_sync(id: usize) -> Option<(CallStart, bool)> {
-    FRAMES.with(|frames| {
-        let mut frames = frames.borrow_mut();
-        let at = frames
-            .iter()
-            .rposition(|f| f.bulkhead == id && f.start.is_some())?;
-        let frame = frames.remove(at);
-        Some((frame.start?, frame.overloaded))
-    })
-}
-
-/// Marks the innermost sync permit of bulkhead `id` held on this thread; false if none.
-pub(crate) fn mark_sync(id: usize) -> bool {
-    FRAMES.with(|frames| {
-        let mut frames = frames.borrow_mut();
-        match frames
-            .iter_mut()
-            .rev()
-            .find(|f| f.bulkhead == id && f.start.is_some())
-        {
-            Some(frame) => {
-                frame.overloaded = true;
-                true
-            }
-            None => false,
-        }
-    })
-}
-
-/// Runs `poll` (one poll of an async body of bulkhead `id`, or work done in an owned
-/// permit's scope) so that [`mark_overloaded`] inside it marks this call; returns its
-/// result and whether it was marked.
-pub(crate) fn in_frame<R>(id: usize, poll: impl FnOnce() -> R) -> (R, bool) {
-    /// Pops the frame also when `poll` unwinds.
-    struct Pop;
-    impl Drop for Pop {
-        fn drop(&mut self) {
-            FRAMES.with(|frames| frames.borrow_mut().pop());
-        }
+    #[test]
+    fn a_drop_of_an_untimed_call_reaches_the_next_window() {
+        let controller = Controller::new();
+        assert!(controller.begin(|| unreachable!("not adaptive")).is_none());
+        let mut config = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 8, 8);
+        config.backoff_ratio = Some(0.5);
+        controller.configure(Some(&config), 8, |limit| assert_eq!(limit, 8));
+        let start = Instant::now();
+        let never = || -> Instant { unreachable!("an untimed call reads no clock") };
+        assert_eq!(
+            controller.end(CallStart::untimed(), true, never, |_| ()),
+            None
+        );
+        let later = || start + Duration::from_millis(1);
+        let changes: Vec<_> = (0..MIN_WINDOW)
+            .filter_map(|_| {
+                let timed = CallStart::timed(start, 8);
+                controller.end(timed, false, later, |_| ())
+            })
+            .collect();
+        assert_eq!(changes, [(8, 4)]);
     }
-    FRAMES.with(|frames| {
-        frames.borrow_mut().push(Frame {
-            bulkhead: id,
-            start: None,
-            overloaded: false,
-        });
-    });
-    let pop = Pop;
-    let result = poll();
-    let overloaded = FRAMES.with(|frames| frames.borrow().last().is_some_and(|f| f.overloaded));
-    drop(pop);
-    (result, overloaded)
 }

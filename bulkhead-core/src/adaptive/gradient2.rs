@@ -13,7 +13,8 @@
 //! dependency got faster). Windows of about one round trip replace per-sample updates,
 //! for the same reason as in [`Vegas`](super::Vegas).
 
-use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window, duration_of, nanos_f64};
+use super::no_load::Latencies;
+use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
 
 /// The lowest gradient: a window at most halves the limit's target.
 const MIN_GRADIENT: f64 = 0.5;
@@ -34,9 +35,8 @@ const MIN_GRADIENT: f64 = 0.5;
 pub struct Gradient2 {
     tolerance: f64,
     smoothing: f64,
-    /// The no-load latency in nanoseconds (the last probe's mean, or lower).
-    no_load: Option<f64>,
-    window_rtt: Option<f64>,
+    /// The no-load latency (the last probe's mean, or lower) and the last window's.
+    latencies: Latencies,
     gradient: Option<f64>,
 }
 
@@ -47,8 +47,7 @@ impl Gradient2 {
         Gradient2 {
             tolerance,
             smoothing,
-            no_load: None,
-            window_rtt: None,
+            latencies: Latencies::default(),
             gradient: None,
         }
     }
@@ -64,18 +63,14 @@ impl LimitAlgorithm for Gradient2 {
     }
 
     fn on_probe(&mut self, window: &Window) {
-        self.no_load = Some(nanos_f64(window.mean_rtt));
+        self.latencies.on_probe(window);
     }
 
     fn update(&mut self, limit: f64, window: &Window) -> f64 {
-        let mean = nanos_f64(window.mean_rtt).max(1.0);
-        self.window_rtt = Some(mean);
-        let no_load = match self.no_load {
-            Some(d) if mean >= d / 2.0 => d,
-            // No probe yet, or the dependency got much faster: re-base.
-            _ => mean,
-        };
-        self.no_load = Some(no_load);
+        // The dependency got much faster: re-base.
+        let (mean, no_load) = self
+            .latencies
+            .observe(window, |d, mean| if mean >= d / 2.0 { d } else { mean });
         let gradient = if window.dropped {
             MIN_GRADIENT
         } else if !window.used(limit) {
@@ -89,11 +84,7 @@ impl LimitAlgorithm for Gradient2 {
     }
 
     fn estimates(&self) -> Estimates {
-        Estimates {
-            no_load_rtt: self.no_load.map(duration_of),
-            window_rtt: self.window_rtt.map(duration_of),
-            gradient: self.gradient,
-        }
+        self.latencies.estimates(self.gradient)
     }
 }
 

@@ -1,6 +1,19 @@
 //! [`AdaptiveLimit`]: samples into windows, windows into an algorithm, probes of the
-//! no-load latency, and the bounds. Pure: no clock, no threads; the bulkhead calls it
-//! under a lock and applies the limit it returns.
+//! no-load latency, the sampling, and the bounds. Pure: no clock, no threads; the
+//! bulkhead calls it under a lock and applies the limit it returns.
+//!
+//! A window holds the timed calls of about one round trip: with one call in
+//! `sample_every` timed, `limit / sample_every` samples, and at least [`MIN_WINDOW`].
+//! After each window the sampling follows the window's latency
+//! ([`sample_every_for`](super::sample_every_for)).
+//!
+//! A probe runs at start, every `probe_interval` windows, and early when the limit has
+//! fallen to half of where a fall began while the latency did not fall with it (to 3/4
+//! or less of the latency then): a dependency past its knee answers faster as fewer calls
+//! reach it; one that only got slower does not, and the probe measures its new no-load
+//! latency instead of keeping its limit down until the next scheduled probe. Likewise when
+//! a window's latency is under 3/4 of the no-load latency: the dependency got faster, and
+//! the calls queued at it would hide by how much.
 
 use std::time::Duration;
 
@@ -8,11 +21,17 @@ use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig};
 
 use super::{
     AdaptiveSnapshot, Aimd, Gradient2, LimitAlgorithm, Sample, Vegas, Window, duration_of,
-    nanos_f64,
+    nanos_f64, sample_every_for,
 };
 
-/// The fewest samples in a window (and in a probe), however low the limit.
+/// The fewest samples (timed calls) in a window (and in a probe), however low the limit.
 pub const MIN_WINDOW: u32 = 10;
+
+/// A fall of the limit to this fraction of where it began, with the latency above
+/// [`FALL_LATENCY`] of what it was then, means a slower dependency: probe early.
+const FALL_LIMIT: f64 = 0.5;
+/// See [`FALL_LIMIT`].
+const FALL_LATENCY: f64 = 0.75;
 
 /// A limit driven by an algorithm: feed it every finished call with
 /// [`on_sample`](Self::on_sample), apply the limit it returns.
@@ -45,6 +64,11 @@ pub struct AdaptiveLimit {
     windows: u64,
     changes: u64,
     current: u32,
+    /// One call in this many is timed (a power of two).
+    sample_every: u32,
+    /// While the limit falls window after window: the limit and the window's mean latency
+    /// (in nanoseconds) before the fall began.
+    fall: Option<(f64, f64)>,
 }
 
 /// The window being gathered.
@@ -113,6 +137,8 @@ impl AdaptiveLimit {
             windows: 0,
             changes: 0,
             current: initial,
+            sample_every: 1,
+            fall: None,
         };
         if limit.algorithm.probes() {
             limit.probe = Some(limit.probe_limit());
@@ -141,7 +167,13 @@ impl AdaptiveLimit {
         self.probe.is_some()
     }
 
-    /// One finished call; returns the limit to apply from now on.
+    /// One call in this many is timed: a power of two, from the last window's latency
+    /// (every call until the first window; see [`sample_every_for`](super::sample_every_for)).
+    pub fn sample_every(&self) -> u32 {
+        self.sample_every
+    }
+
+    /// One finished call that was timed; returns the limit to apply from now on.
     pub fn on_sample(&mut self, sample: Sample) -> u32 {
         match self.probe {
             Some(probe_limit) => {
@@ -150,8 +182,8 @@ impl AdaptiveLimit {
                 if sample.inflight <= probe_limit {
                     self.window.add(&sample);
                 }
-                if self.window.samples >= probe_limit.max(MIN_WINDOW) {
-                    let window = self.window.take();
+                if self.window_is_full(probe_limit) {
+                    let window = self.take_window();
                     self.algorithm.on_probe(&window);
                     self.probe = None;
                     self.windows_since_probe = 0;
@@ -159,21 +191,61 @@ impl AdaptiveLimit {
             }
             None => {
                 self.window.add(&sample);
-                if self.window.samples >= self.current.max(MIN_WINDOW) {
-                    let window = self.window.take();
+                if self.window_is_full(self.current) {
+                    let window = self.take_window();
+                    // Much faster than the no-load latency: the dependency got faster, and
+                    // calls now queued hide by how much; measure it.
+                    let faster =
+                        self.algorithm.estimates().no_load_rtt.is_some_and(|d| {
+                            nanos_f64(window.mean_rtt) < nanos_f64(d) * FALL_LATENCY
+                        });
                     let next = self.algorithm.update(self.estimate, &window);
-                    self.estimate = self.clamp(next);
+                    let next = self.clamp(next);
+                    let slower = self.follow_fall(next, &window);
+                    self.estimate = next;
                     self.windows += 1;
                     self.windows_since_probe += 1;
                     if self.algorithm.probes()
-                        && self.windows_since_probe >= self.config.probe_interval()
+                        && (slower
+                            || faster
+                            || self.windows_since_probe >= self.config.probe_interval())
                     {
                         self.probe = Some(self.probe_limit());
+                        self.fall = None;
                     }
                 }
             }
         }
         self.settle()
+    }
+
+    /// A drop of a call that was not timed: the window being gathered has a drop.
+    pub fn on_untimed_drop(&mut self) {
+        self.window.dropped = true;
+    }
+
+    /// Whether the window holds about one round trip of calls under `limit`.
+    fn window_is_full(&self, limit: u32) -> bool {
+        self.window.samples >= limit.div_ceil(self.sample_every).max(MIN_WINDOW)
+    }
+
+    /// The window gathered (the next one starts), with the sampling following its latency.
+    fn take_window(&mut self) -> Window {
+        let window = self.window.take();
+        self.sample_every = sample_every_for(window.mean_rtt);
+        window
+    }
+
+    /// Follows a fall of the limit to `next` after `window`: true when it has halved since
+    /// it began while the latency stayed above 3/4 of what it was (a slower dependency).
+    fn follow_fall(&mut self, next: f64, window: &Window) -> bool {
+        let mean = nanos_f64(window.mean_rtt);
+        if next >= self.estimate {
+            self.fall = None;
+            return false;
+        }
+        let (from, latency) = *self.fall.get_or_insert((self.estimate, mean));
+        next <= from * FALL_LIMIT && mean >= latency * FALL_LATENCY
     }
 
     /// New settings (a reload) for a bulkhead now declared `declared`: the same algorithm
@@ -193,6 +265,7 @@ impl AdaptiveLimit {
         if !same {
             self.algorithm = algorithm_of(config);
             self.window = Accumulator::default();
+            self.fall = None;
             self.probe = None;
             if self.algorithm.probes() {
                 self.probe = Some(self.probe_limit());
@@ -211,6 +284,7 @@ impl AdaptiveLimit {
             probing: self.is_probing(),
             windows: self.windows,
             limit_changes: self.changes,
+            sample_every: self.sample_every,
             estimates: self.algorithm.estimates(),
         }
     }
@@ -333,6 +407,75 @@ mod tests {
             }
             let _ = limit.snapshot();
         }
+    }
+
+    #[test]
+    fn fast_calls_are_sampled_and_a_window_still_spans_the_limit() {
+        let config = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 100, 1_000);
+        let mut limit = AdaptiveLimit::new(&config, 1_000);
+        let fast = Sample::new(Duration::from_nanos(100), 100);
+        // 100 ns: one call in 128.
+        // Until the first window every call is timed: a window of 100 samples.
+        for _ in 0..100 {
+            limit.on_sample(fast);
+        }
+        assert_eq!((limit.snapshot().windows, limit.sample_every()), (1, 128));
+        // Now one call in 128: 101 calls are 1 sample, under MIN_WINDOW.
+        for _ in 0..MIN_WINDOW - 1 {
+            limit.on_sample(fast);
+        }
+        assert_eq!(limit.snapshot().windows, 1);
+        limit.on_sample(fast);
+        assert_eq!(limit.snapshot().windows, 2);
+        // Slow calls again: every call timed from the next window on.
+        for _ in 0..MIN_WINDOW {
+            limit.on_sample(Sample::new(MS, 102));
+        }
+        assert_eq!(limit.sample_every(), 1);
+    }
+
+    #[test]
+    fn a_drop_of_an_untimed_call_counts_in_the_window() {
+        let mut config = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 8, 8);
+        config.backoff_ratio = Some(0.5);
+        let mut limit = AdaptiveLimit::new(&config, 8);
+        limit.on_untimed_drop();
+        for _ in 0..MIN_WINDOW {
+            limit.on_sample(Sample::new(MS, 8));
+        }
+        assert_eq!(limit.limit(), 4);
+    }
+
+    /// Gradient2 from 100 after its first probe (10 ms), fed windows whose latency
+    /// `latency(limit)` gives: the windows until the next probe began, if within 50.
+    fn windows_until_a_probe(latency: impl Fn(u32) -> Duration) -> Option<u32> {
+        let config = AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2).with_bounds(1, 100, 1_000);
+        let mut limit = AdaptiveLimit::new(&config, 1_000);
+        for _ in 0..MIN_WINDOW {
+            limit.on_sample(Sample::new(10 * MS, 10));
+        }
+        assert!(!limit.is_probing());
+        (1..=50).find(|_| {
+            let current = limit.limit();
+            for _ in 0..current.max(MIN_WINDOW) {
+                limit.on_sample(Sample::new(latency(current), current));
+            }
+            limit.is_probing()
+        })
+    }
+
+    #[test]
+    fn a_dependency_that_got_slower_is_probed_early() {
+        // Ten times slower whatever the load: the limit halves, the latency stays.
+        let probed = windows_until_a_probe(|_| 100 * MS);
+        assert!(probed.is_some_and(|w| w <= 10), "{probed:?}");
+    }
+
+    #[test]
+    fn an_overloaded_dependency_is_not_probed_early() {
+        // Past a knee of 20 calls the latency follows the calls in flight down.
+        let probed = windows_until_a_probe(|limit| 10 * MS * limit.max(20) / 20);
+        assert_eq!(probed, None);
     }
 
     #[test]

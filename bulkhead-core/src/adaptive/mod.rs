@@ -1,15 +1,17 @@
 //! Adaptive limits: a bulkhead whose limit follows the dependency, between declared bounds.
 //!
 //! Configured by `adaptive: { algorithm: vegas | gradient2 | aimd, … }`
-//! ([`AdaptiveConfig`]). Every admitted call is a [`Sample`]: its latency by the
-//! bulkhead's clock, the calls in flight when it was admitted (itself included), and
-//! whether it was a *drop* — it panicked, was cancelled (a dropped future, a timeout
-//! around it), or the code [marked it overloaded](mark_overloaded) (the dependency
-//! answered 503, say). [`AdaptiveLimit`] gathers samples into windows of about one round
-//! trip (as many samples as the limit, at least [`MIN_WINDOW`]) and hands each window to
-//! the algorithm, a small pure type behind [`LimitAlgorithm`]: the limit and a window
-//! in, a new limit out — no threads, no clock, no randomness, so the same samples always
-//! give the same limits.
+//! ([`AdaptiveConfig`]). A timed call is a [`Sample`]: its latency by the bulkhead's
+//! clock, the calls in flight when it was admitted (itself included), and whether it was a
+//! *drop* — it panicked, was cancelled (a dropped future, a timeout around it), or the
+//! code [marked it overloaded](mark_overloaded) (the dependency answered 503, say). Calls
+//! of 10 µs or more are all timed; faster ones one in up to 256 ([`sample_every_for`]),
+//! so timing stays about 1 % of the calls' own time; drops count whether timed or not.
+//! [`AdaptiveLimit`] gathers samples into windows of about one round trip (as many calls
+//! as the limit, at least [`MIN_WINDOW`] samples) and hands each window to the
+//! algorithm, a small pure type behind [`LimitAlgorithm`]: the limit and a window in, a
+//! new limit out — no threads, no clock, no randomness, so the same samples always give
+//! the same limits.
 //!
 //! | algorithm | signal | picks the limit by |
 //! |---|---|---|
@@ -21,7 +23,9 @@
 //! **probe**: at start, and every `probe_interval` windows, the limit drops to a tenth
 //! (at least `min_limit`) until a window of calls admitted under it has finished; that
 //! window's latency is the no-load latency. A limit that starts far above the
-//! dependency's knee is found the same way.
+//! dependency's knee is found the same way. A probe also comes early when the limit has
+//! halved while the latency did not fall with it: the dependency got slower rather than
+//! overloaded (see [`AdaptiveLimit`]).
 //!
 //! # Invariants
 //!
@@ -36,22 +40,26 @@
 
 mod aimd;
 pub(crate) mod calls;
+pub(crate) mod frames;
 mod gradient2;
 mod limit;
+mod no_load;
+mod sampling;
 mod vegas;
 
 use std::fmt;
 use std::time::Duration;
 
 pub use aimd::Aimd;
-pub use calls::mark_overloaded;
+pub use frames::mark_overloaded;
 pub use gradient2::Gradient2;
 pub use limit::{AdaptiveLimit, MIN_WINDOW};
+pub use sampling::{MAX_SAMPLE_EVERY, SAMPLING_SPAN, sample_every_for};
 pub use vegas::Vegas;
 
 pub use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig};
 
-/// One finished call, as an adaptive limit sees it.
+/// One finished call that was timed, as an adaptive limit sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sample {
     /// How long it held its permit (ran on its worker), by the bulkhead's clock.
@@ -82,7 +90,7 @@ impl Sample {
 /// Samples gathered over about one round trip, as the algorithms judge them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Window {
-    /// How many samples.
+    /// How many samples (timed calls).
     pub samples: u32,
     /// Their mean latency.
     pub mean_rtt: Duration,
@@ -90,7 +98,7 @@ pub struct Window {
     pub min_rtt: Duration,
     /// The most calls in flight any of them was admitted with.
     pub max_inflight: u32,
-    /// Whether any of them was a drop.
+    /// Whether any of them, or any call not timed meanwhile, was a drop.
     pub dropped: bool,
 }
 
@@ -167,6 +175,8 @@ pub struct AdaptiveSnapshot {
     pub windows: u64,
     /// Times the limit changed.
     pub limit_changes: u64,
+    /// One call in this many is timed (a power of two; 1 for calls of 10 µs or more).
+    pub sample_every: u32,
     /// The algorithm's estimates.
     pub estimates: Estimates,
 }

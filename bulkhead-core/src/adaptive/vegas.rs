@@ -14,7 +14,8 @@
 //! it shrinks by half the excess queue, so a limit that starts ten times too high comes down
 //! in a few windows instead of hundreds.
 
-use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window, duration_of, nanos_f64};
+use super::no_load::Latencies;
+use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
 
 /// The Vegas algorithm. See the [module docs](self).
 ///
@@ -33,9 +34,9 @@ use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window, duration_of, n
 pub struct Vegas {
     alpha: f64,
     beta: f64,
-    /// The lowest window mean (or probe mean) seen since the last probe, in nanoseconds.
-    no_load: Option<f64>,
-    window_rtt: Option<f64>,
+    /// The no-load latency (the lowest window or probe mean since the last probe) and
+    /// the last window's.
+    latencies: Latencies,
     queued: Option<f64>,
 }
 
@@ -45,8 +46,7 @@ impl Vegas {
         Vegas {
             alpha,
             beta,
-            no_load: None,
-            window_rtt: None,
+            latencies: Latencies::default(),
             queued: None,
         }
     }
@@ -62,14 +62,11 @@ impl LimitAlgorithm for Vegas {
     }
 
     fn on_probe(&mut self, window: &Window) {
-        self.no_load = Some(nanos_f64(window.mean_rtt));
+        self.latencies.on_probe(window);
     }
 
     fn update(&mut self, limit: f64, window: &Window) -> f64 {
-        let mean = nanos_f64(window.mean_rtt).max(1.0);
-        self.window_rtt = Some(mean);
-        let no_load = self.no_load.map_or(mean, |d| d.min(mean));
-        self.no_load = Some(no_load);
+        let (mean, no_load) = self.latencies.observe(window, f64::min);
         let log = limit.max(1.0).log10().max(1.0);
         if window.dropped {
             return limit - log.max(limit / 10.0);
@@ -91,11 +88,7 @@ impl LimitAlgorithm for Vegas {
     }
 
     fn estimates(&self) -> Estimates {
-        Estimates {
-            no_load_rtt: self.no_load.map(duration_of),
-            window_rtt: self.window_rtt.map(duration_of),
-            gradient: self.queued,
-        }
+        self.latencies.estimates(self.queued)
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! A small state machine, polled on any executor: `Start` (re-entry check, rate limit,
 //! fast path) → `RateWait` (a reserved rate-limit permission of a coming period) →
-//! `Permit` (fast path, else enqueue) → `Queued` (until granted, shut down, or `max_wait`
-//! passes on the bulkhead's clock) → done. Dropping it while `Queued` leaves the queue and
-//! passes on a permit that was granted but not yet seen (invariant 4 of the module).
+//! `Permit` (fast path, else enqueue) → `Queued` (until granted, shut down, or timed out
+//! by the queue's one `max_wait` timer, `deadlines.rs`) → done. Dropping it while `Queued`
+//! leaves the queue and passes on a permit that was granted but not yet seen (invariant 4
+//! in `state.rs`).
 
 use std::fmt;
 use std::future::Future;
@@ -12,7 +13,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::{AsyncPermit, Shared, Waited, Waiter, Wake};
+use super::state::{Waited, Waiter, Wake};
+use super::{AsyncPermit, Shared};
 use crate::BulkheadError;
 use crate::clock::Sleep;
 use crate::rate_limit::RateAdmission;
@@ -26,6 +28,8 @@ use crate::sync::Arc;
 pub struct Acquire<'a> {
     shared: &'a Shared,
     stage: Stage,
+    /// False for a call that must not queue (it is refused where it would wait).
+    may_wait: bool,
 }
 
 enum Stage {
@@ -36,12 +40,8 @@ enum Stage {
     RateWait(Sleep, Instant),
     /// Past the rate limit: take a permit or queue for one.
     Permit,
-    /// In the waiter queue since `start`, until `sleep` (the `max_wait` deadline) fires.
-    Queued {
-        waiter: Arc<Waiter>,
-        sleep: Sleep,
-        start: Instant,
-    },
+    /// In the waiter queue since `start`, until granted, shut down or timed out.
+    Queued { waiter: Arc<Waiter>, start: Instant },
     /// Resolved.
     Done,
 }
@@ -51,7 +51,21 @@ impl<'a> Acquire<'a> {
         Acquire {
             shared,
             stage: Stage::Start,
+            may_wait: true,
         }
+    }
+
+    pub(super) fn without_waiting(shared: &'a Shared) -> Self {
+        Acquire {
+            shared,
+            stage: Stage::Start,
+            may_wait: false,
+        }
+    }
+
+    /// The bulkhead this acquisition is for.
+    pub(super) fn shared(&self) -> &'a Shared {
+        self.shared
     }
 }
 
@@ -92,43 +106,32 @@ impl<'a> Future for Acquire<'a> {
                     self.stage = Stage::Permit;
                 }
                 Stage::Permit => {
-                    let refused = match shared.try_take() {
+                    // The error is built only for a refusal, not for a caller that waits.
+                    let max_wait = match shared.try_take_fast() {
                         Ok(()) => return ready(Ok(shared.admitted())),
-                        Err(err) => err,
+                        // A borrowing partition's call never queues: refused as if full.
+                        Err(reason) => match shared.max_wait_for(reason) {
+                            Some(max_wait) if self.may_wait => max_wait,
+                            _ => return ready(Err(shared.refuse(shared.error(reason)))),
+                        },
                     };
-                    let max_wait = match shared.max_wait_after(refused) {
-                        Ok(max_wait) => max_wait,
-                        Err(refused) => return ready(Err(shared.refuse(refused))),
-                    };
-                    let waiter = Waiter::new(Wake::Task(cx.waker().clone()));
+                    let start = shared.clock.now();
+                    // No deadline for a wait too long for an `Instant`: it never times out.
+                    let deadline = start.checked_add(max_wait);
+                    let waiter = Waiter::new(Wake::Task(cx.waker().clone()), deadline);
                     match shared.take_or_enqueue(&waiter) {
                         Ok(true) => break Waited::Granted,
-                        Ok(false) => {
-                            let start = shared.clock.now();
-                            self.stage = Stage::Queued {
-                                waiter,
-                                sleep: shared.clock.sleep_until(start + max_wait),
-                                start,
-                            };
-                        }
+                        Ok(false) => self.stage = Stage::Queued { waiter, start },
                         Err(err) => return ready(Err(shared.refuse(err))),
                     }
                 }
-                Stage::Queued {
-                    waiter,
-                    mut sleep,
-                    start,
-                } => match poll_queued(shared, &waiter, &mut sleep, start, cx) {
+                Stage::Queued { waiter, start } => match poll_queued(shared, &waiter, start, cx) {
                     Some(waited) => {
                         shared.record_wait(&waited, start);
                         break waited;
                     }
                     None => {
-                        self.stage = Stage::Queued {
-                            waiter,
-                            sleep,
-                            start,
-                        };
+                        self.stage = Stage::Queued { waiter, start };
                         return Poll::Pending;
                     }
                 },
@@ -140,12 +143,14 @@ impl<'a> Future for Acquire<'a> {
 }
 
 fn ready(
-    permit: Result<super::RawPermit<'_>, BulkheadError>,
+    permit: Result<super::permit::RawPermit<'_>, BulkheadError>,
 ) -> Poll<Result<AsyncPermit<'_>, BulkheadError>> {
     Poll::Ready(permit.map(|mut raw| {
         raw.scope = raw.shared.telemetry.call_scope(raw.held);
-        if raw.held && raw.shared.adaptive.is_enabled() {
-            raw.start = Some(raw.shared.call_start());
+        if raw.held
+            && let Some(start) = raw.shared.call_start()
+        {
+            raw.start = Some(start);
             if let Some(scope) = &raw.scope {
                 scope.span.record(
                     "limit",
@@ -161,19 +166,17 @@ fn ready(
 fn poll_queued(
     shared: &Shared,
     waiter: &Arc<Waiter>,
-    sleep: &mut Sleep,
     start: Instant,
     cx: &mut Context<'_>,
 ) -> Option<Waited> {
-    if let Some(resolved) = waiter.resolved() {
+    let waited = || shared.clock.now().saturating_duration_since(start);
+    if let Some(resolved) = waiter.resolved(waited) {
         return Some(resolved);
     }
-    if sleep.as_mut().poll(cx).is_ready() {
-        return Some(shared.give_up(waiter, start));
-    }
     waiter.update_waker(cx.waker());
-    // A grant between the first look and the waker update woke the old waker: look again.
-    waiter.resolved()
+    // A grant or time-out between the first look and the waker update woke the old waker:
+    // look again.
+    waiter.resolved(waited)
 }
 
 impl Drop for Acquire<'_> {

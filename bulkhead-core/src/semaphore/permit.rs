@@ -97,7 +97,7 @@ fn finish(shared: &Shared, held: bool, ended: Ended, scope: Option<Box<CallScope
     if let Some(start) = ended.start {
         // A panic, a cancellation (a dropped future: a timeout around the call) or a mark.
         let dropped = ended.overloaded || outcome != CallOutcome::Completed;
-        shared.record_sample(start.finish(shared.clock.now(), dropped));
+        shared.end_adaptive(start, dropped);
     }
     shared.release();
     if let Some(scope) = scope {
@@ -114,9 +114,7 @@ fn finish(shared: &Shared, held: bool, ended: Ended, scope: Option<Box<CallScope
 /// [`AsyncPermit`] instead.
 #[must_use = "the permit is returned as soon as it is dropped"]
 pub struct Permit<'a> {
-    // Not a `RawPermit`: with no field that has drop glue of its own, the permit's drop
-    // leaves nothing for an unwinding path to clean up, so the compiler keeps the permit
-    // in registers instead of in memory it must be able to find.
+    // Not a `RawPermit`: no field with drop glue (see `admission.rs`, *Code shape*).
     shared: &'a Shared,
     /// Holds a permit (and its thread's re-entry mark); false for a re-entrant permit.
     held: bool,
@@ -323,6 +321,8 @@ pub struct OwnedPermit {
     cancelled: bool,
     start: Option<CallStart>,
     overloaded: AtomicBool,
+    /// A partition's or key's counts, given back after the permit (`crate::shares`).
+    counted: crate::shares::Counted,
 }
 
 impl OwnedPermit {
@@ -339,7 +339,14 @@ impl OwnedPermit {
             cancelled: false,
             start,
             overloaded: AtomicBool::new(false),
+            counted: crate::shares::Counted::default(),
         }
+    }
+
+    /// The same permit, giving back `counted` after itself.
+    pub(crate) fn with_counted(mut self, counted: crate::shares::Counted) -> Self {
+        self.counted = counted;
+        self
     }
 
     /// Marks this call as overloaded: a drop for the bulkhead's adaptive limit (see
@@ -390,6 +397,7 @@ impl Drop for OwnedPermit {
             overloaded: self.overloaded.load(Relaxed),
         };
         finish(&self.bulkhead.shared, self.held, ended, self.scope.take());
+        self.counted.release(&self.bulkhead.shared.shares);
     }
 }
 

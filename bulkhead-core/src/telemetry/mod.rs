@@ -155,12 +155,18 @@ impl Telemetry {
     }
 
     /// Records the limit in force on the span of the sync call of bulkhead `id` just
-    /// opened on this thread, if it has one (adaptive bulkheads only).
-    #[cold]
+    /// opened on this thread, if it has one (adaptive bulkheads only; one thread-local
+    /// read otherwise).
+    #[inline]
     pub(crate) fn record_sync_limit(&self, id: usize, limit: u32) {
-        if OPEN_SYNC_SCOPES.with(Cell::get) == 0 {
-            return;
+        if OPEN_SYNC_SCOPES.with(Cell::get) != 0 {
+            Self::record_sync_limit_slow(id, limit);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_sync_limit_slow(id: usize, limit: u32) {
         SYNC_SCOPES.with(|scopes| {
             if let Some((_, scope)) = scopes.borrow().iter().rev().find(|(open, _)| *open == id) {
                 scope.span.record("limit", limit);

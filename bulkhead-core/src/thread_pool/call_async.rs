@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -11,8 +12,9 @@ use std::time::Instant;
 use bulkhead_config_types::OnFull;
 
 use super::ThreadPoolBulkhead;
-use super::job::{AsyncReceiver, AsyncTask, JobRef};
-use super::pool::deadline;
+use super::async_job::AsyncTask;
+use super::job::JobRef;
+use super::shared::deadline;
 use crate::clock::Sleep;
 use crate::events::CallOutcome;
 use crate::rate_limit::RateAdmission;
@@ -21,25 +23,31 @@ use crate::{BulkheadError, Refused, reentry};
 /// The future of an async call to a [`ThreadPoolBulkhead`]: resolves to the body's output,
 /// or to [`Refused`] with the input when the call did not run.
 ///
-/// Admission happens at the first poll. Dropping it while the task is queued removes the
-/// task (it never runs, counted as cancelled); while the task runs, it finishes and the
-/// result is discarded.
+/// Admission happens at the first poll, except the refusal of a full pool under
+/// `on_full: abort`, decided when the call is made (as a sync call's): that future holds
+/// nothing but the refusal. Dropping it while the task is queued removes the task (it
+/// never runs, counted as cancelled); while the task runs, it finishes and the result is
+/// discarded.
 #[must_use = "futures do nothing unless polled"]
 pub struct CallAsync<I, F, Fut: Future> {
-    pool: ThreadPoolBulkhead,
+    /// The pool; `None` for a call refused when it was made (state `Refused`).
+    pool: Option<ThreadPoolBulkhead>,
     state: State<I, F, Fut>,
     /// The call's span (a child of the span current when the call was made), entered during
-    /// each poll, so the job captures it and enters it on the worker.
-    span: tracing::Span,
+    /// each poll, so the job captures it and enters it on the worker; `None` for a call
+    /// refused when it was made.
+    span: Option<tracing::Span>,
 }
 
 enum State<I, F, Fut: Future> {
+    /// Refused when the call was made (a full pool under `on_full: abort`).
+    Refused(Refused<I>),
     Start(I, F),
     /// A rate-limit permission of a coming period is reserved: waiting for it to start (at
     /// the instant held, when the sleep fires).
     RateWait(I, F, Sleep, Instant),
-    /// Past the rate limit: admission to the pool.
-    Admit(I, F),
+    /// Past the rate limit: asks the pool for a slot.
+    PastRateLimit(I, F),
     /// `on_full: { wait }`: waiting for room.
     Waiting {
         input: I,
@@ -50,7 +58,7 @@ enum State<I, F, Fut: Future> {
     },
     /// Handed to the pool; `id` is set while it may still be queued.
     Submitted {
-        rx: AsyncReceiver<I, Fut::Output>,
+        task: Arc<AsyncTask<I, F, Fut::Output>>,
         id: Option<u64>,
     },
     /// Polled by the caller: a re-entrant call, or `on_full: caller-runs` (`counted`).
@@ -73,28 +81,57 @@ where
     Fut: Future + Send + 'static,
     Fut::Output: Send + 'static,
 {
-    pub(super) fn new(pool: ThreadPoolBulkhead, input: I, body: F) -> Self {
-        let span = pool.inner().telemetry.call_span();
+    pub(super) fn new(pool: &ThreadPoolBulkhead, input: I, body: F) -> Self {
+        let shared = pool.shared();
+        // The fail-fast refusal of the sync call, before anything is cloned or a span made.
+        if shared.aborts_when_full()
+            && !shared.rate.is_enabled()
+            && !shared.is_shut_down()
+            && shared.is_full()
+            && !reentry::is_inside(shared.id())
+        {
+            return CallAsync {
+                pool: None,
+                state: State::Refused(shared.refused_full(input)),
+                span: None,
+            };
+        }
         CallAsync {
-            pool,
+            span: Some(shared.telemetry.call_span()),
+            pool: Some(pool.clone()),
             state: State::Start(input, body),
-            span,
+        }
+    }
+
+    /// The pool of a call that was not refused when it was made.
+    fn pool(&self) -> &ThreadPoolBulkhead {
+        match &self.pool {
+            Some(pool) => pool,
+            None => unreachable!("only a call refused when made has no pool"),
+        }
+    }
+
+    /// The refusal of a call refused when it was made, once.
+    fn take_refusal(&mut self) -> Refused<I> {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Refused(refused) => refused,
+            _ => panic!("`CallAsync` polled after it completed"),
         }
     }
 
     fn submit(&self, input: I, body: F) -> State<I, F, Fut> {
-        let inner = self.pool.inner();
-        inner.counters.permitted.fetch_add(1, Relaxed);
-        inner.telemetry.on_permitted();
-        let (job, rx) = AsyncTask::<I, F, Fut::Output>::job(input, body);
-        let id = inner.enqueue(JobRef::new(job));
-        State::Submitted { rx, id }
+        let shared = self.pool().shared();
+        shared.counters.permitted.fetch_add(1, Relaxed);
+        shared.telemetry.on_permitted();
+        let (job, task) = AsyncTask::<I, F, Fut::Output>::job(input, body);
+        let id = shared.enqueue(JobRef::new(job));
+        State::Submitted { task, id }
     }
 
     fn refused(&self, input: I, error: BulkheadError) -> Poll<<Self as Future>::Output> {
         Poll::Ready(Err(Refused {
             input,
-            error: self.pool.inner().refuse(error),
+            error: self.pool().shared().refuse(error),
         }))
     }
 }
@@ -110,8 +147,11 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let inner = &**this.pool.inner();
-        let _span = this.span.enter();
+        let Some(pool) = &this.pool else {
+            return Poll::Ready(Err(this.take_refusal()));
+        };
+        let shared = &**pool.shared();
+        let _span = this.span.as_ref().map(tracing::Span::enter);
         loop {
             if let State::Inline {
                 fut,
@@ -122,12 +162,14 @@ where
                 let polled = if *counted {
                     // Caller-runs: marked inside while polled; a panic is counted here (the
                     // caller may catch it and drop this future later).
-                    let _inside = reentry::enter(inner.id());
+                    let _inside = reentry::enter(shared.id());
                     match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
                         Ok(polled) => polled,
                         Err(payload) => {
-                            inner.counters.panicked.fetch_add(1, Relaxed);
-                            inner.telemetry.on_finished(*started, CallOutcome::Panicked);
+                            shared.counters.panicked.fetch_add(1, Relaxed);
+                            shared
+                                .telemetry
+                                .on_finished(*started, CallOutcome::Panicked);
                             this.state = State::Done;
                             resume_unwind(payload)
                         }
@@ -137,8 +179,8 @@ where
                 };
                 let output = std::task::ready!(polled);
                 if *counted {
-                    inner.counters.completed.fetch_add(1, Relaxed);
-                    inner
+                    shared.counters.completed.fetch_add(1, Relaxed);
+                    shared
                         .telemetry
                         .on_finished(*started, CallOutcome::Completed);
                 }
@@ -147,8 +189,8 @@ where
             }
             match std::mem::replace(&mut this.state, State::Done) {
                 State::Start(input, body) => {
-                    if reentry::is_inside(inner.id()) {
-                        inner.counters.reentrant.fetch_add(1, Relaxed);
+                    if reentry::is_inside(shared.id()) {
+                        shared.counters.reentrant.fetch_add(1, Relaxed);
                         this.state = State::Inline {
                             fut: Box::pin(body(input)),
                             counted: false,
@@ -156,15 +198,15 @@ where
                         };
                         continue;
                     }
-                    if inner.is_shut_down() {
-                        return this.refused(input, inner.shut_down_error());
+                    if shared.is_shut_down() {
+                        return this.refused(input, shared.shut_down_error());
                     }
                     // The rate limit before the queue.
-                    if inner.rate.is_enabled() {
-                        match inner.rate.reserve(inner.rate.timeout()) {
+                    if shared.rate.is_enabled() {
+                        match shared.rate.reserve(shared.rate.timeout()) {
                             RateAdmission::Admitted => {}
                             RateAdmission::WaitUntil(at) => {
-                                let sleep = inner.rate.clock().sleep_until(at);
+                                let sleep = shared.rate.clock().sleep_until(at);
                                 this.state = State::RateWait(input, body, sleep, at);
                                 continue;
                             }
@@ -172,41 +214,41 @@ where
                                 return this.refused(
                                     input,
                                     BulkheadError::RateLimited {
-                                        name: inner.name.clone(),
+                                        name: shared.name.clone(),
                                         retry_after,
                                     },
                                 );
                             }
                         }
                     }
-                    this.state = State::Admit(input, body);
+                    this.state = State::PastRateLimit(input, body);
                 }
                 State::RateWait(input, body, mut sleep, at) => {
                     if sleep.as_mut().poll(cx).is_pending() {
                         this.state = State::RateWait(input, body, sleep, at);
                         return Poll::Pending;
                     }
-                    this.state = State::Admit(input, body);
+                    this.state = State::PastRateLimit(input, body);
                 }
-                State::Admit(input, body) => {
-                    if inner.is_shut_down() {
-                        return this.refused(input, inner.shut_down_error());
+                State::PastRateLimit(input, body) => {
+                    if shared.is_shut_down() {
+                        return this.refused(input, shared.shut_down_error());
                     }
-                    if inner.try_admit() {
+                    if shared.try_admit() {
                         this.state = this.submit(input, body);
                         continue;
                     }
-                    match inner.on_full() {
-                        OnFull::Abort => return Poll::Ready(Err(inner.refused_full(input))),
+                    match shared.on_full() {
+                        OnFull::Abort => return Poll::Ready(Err(shared.refused_full(input))),
                         OnFull::Wait(wait) if wait.is_zero() => {
-                            return this.refused(input, inner.full());
+                            return this.refused(input, shared.full());
                         }
                         OnFull::CallerRuns => {
-                            inner.counters.permitted.fetch_add(1, Relaxed);
-                            inner.caller_runs.fetch_add(1, Relaxed);
-                            let started = inner.telemetry.on_permitted();
+                            shared.counters.permitted.fetch_add(1, Relaxed);
+                            shared.caller_runs.fetch_add(1, Relaxed);
+                            let started = shared.telemetry.on_permitted();
                             let fut = {
-                                let _inside = reentry::enter(inner.id());
+                                let _inside = reentry::enter(shared.id());
                                 Box::pin(body(input))
                             };
                             this.state = State::Inline {
@@ -216,10 +258,10 @@ where
                             };
                         }
                         OnFull::Wait(wait) => {
-                            let started = inner.clock.now();
+                            let started = shared.clock.now();
                             // No deadline for a wait too long for an `Instant`: never times out.
                             let sleep = deadline(started, wait.as_std())
-                                .map(|deadline| inner.clock.sleep_until(deadline));
+                                .map(|deadline| shared.clock.sleep_until(deadline));
                             this.state = State::Waiting {
                                 input,
                                 body,
@@ -237,15 +279,15 @@ where
                     mut sleep,
                     ticket,
                 } => {
-                    let ticket = inner.room.register_task(ticket, cx.waker());
-                    if inner.is_shut_down() {
-                        inner.room.deregister(ticket);
-                        return this.refused(input, inner.shut_down_error());
+                    let ticket = shared.room.register_task(ticket, cx.waker());
+                    if shared.is_shut_down() {
+                        shared.room.deregister(ticket);
+                        return this.refused(input, shared.shut_down_error());
                     }
-                    if inner.try_admit() {
-                        inner.room.deregister(ticket);
-                        let waited = inner.clock.now().saturating_duration_since(started);
-                        inner.telemetry.record_wait(waited);
+                    if shared.try_admit() {
+                        shared.room.deregister(ticket);
+                        let waited = shared.clock.now().saturating_duration_since(started);
+                        shared.telemetry.record_wait(waited);
                         this.state = this.submit(input, body);
                         continue;
                     }
@@ -253,15 +295,15 @@ where
                         .as_mut()
                         .is_some_and(|s| s.as_mut().poll(cx).is_ready())
                     {
-                        if !inner.room.deregister(ticket) {
+                        if !shared.room.deregister(ticket) {
                             // Woken for a slot we will not use: pass it on.
-                            inner.room.wake_one();
+                            shared.room.wake_one();
                         }
-                        let waited = inner.clock.now().saturating_duration_since(started);
+                        let waited = shared.clock.now().saturating_duration_since(started);
                         return this.refused(
                             input,
                             BulkheadError::Timeout {
-                                name: inner.name.clone(),
+                                name: shared.name.clone(),
                                 waited,
                             },
                         );
@@ -275,15 +317,14 @@ where
                     };
                     return Poll::Pending;
                 }
-                State::Submitted { mut rx, id } => match Pin::new(&mut rx).poll(cx) {
+                State::Submitted { task, id } => match task.poll_outcome(cx) {
                     Poll::Pending => {
-                        this.state = State::Submitted { rx, id };
+                        this.state = State::Submitted { task, id };
                         return Poll::Pending;
                     }
-                    Poll::Ready(Ok(outcome)) => return Poll::Ready(inner.settle(outcome)),
-                    Poll::Ready(Err(_)) => sender_lost(),
+                    Poll::Ready(outcome) => return Poll::Ready(shared.settle(outcome)),
                 },
-                State::Inline { .. } => unreachable_state(),
+                State::Inline { .. } | State::Refused(..) => unreachable_state(),
                 State::Done => panic!("`CallAsync` polled after completion"),
             }
         }
@@ -291,30 +332,30 @@ where
 }
 
 #[cold]
-fn sender_lost() -> ! {
-    // Every job sends exactly one outcome before its sender is dropped (see `job`).
-    panic!("bulkhead bug: a pool job was dropped without an outcome")
-}
-
-#[cold]
 fn unreachable_state() -> ! {
-    panic!("bulkhead bug: inline state handled above")
+    panic!("bulkhead bug: inline and refused states handled above")
 }
 
 impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
     fn drop(&mut self) {
-        let inner = self.pool.inner();
+        let Some(pool) = &self.pool else {
+            return;
+        };
+        let shared = pool.shared();
         match &self.state {
             // A reserved rate-limit permission nobody will use: give it back.
-            State::RateWait(.., at) => inner.rate.give_back(*at),
+            State::RateWait(.., at) => shared.rate.give_back(*at),
             State::Waiting {
                 ticket: Some(ticket),
                 ..
-            } if !inner.room.deregister(*ticket) => inner.room.wake_one(),
+            } if !shared.room.deregister(*ticket) => shared.room.wake_one(),
             // Still queued: remove it so it never runs and its slot frees now. Otherwise a
-            // worker has it: it sees the closed channel and skips it, or finishes it.
-            State::Submitted { id: Some(id), .. } => {
-                inner.cancel_queued(*id);
+            // worker has it: it sees the caller gone and skips it, or finishes it.
+            State::Submitted { task, id } => {
+                task.caller_gone();
+                if let Some(id) = id {
+                    shared.cancel_queued(*id);
+                }
             }
             // Caller-runs given up part-way (a panic was counted where it happened).
             State::Inline {
@@ -322,8 +363,8 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
                 started,
                 ..
             } => {
-                inner.counters.cancelled.fetch_add(1, Relaxed);
-                inner
+                shared.counters.cancelled.fetch_add(1, Relaxed);
+                shared
                     .telemetry
                     .on_finished(*started, CallOutcome::Cancelled);
             }
@@ -335,7 +376,8 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
 impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
-            State::Start(..) | State::Admit(..) => "start",
+            State::Refused(..) => "refused",
+            State::Start(..) | State::PastRateLimit(..) => "start",
             State::RateWait(..) => "waiting for the rate limit",
             State::Waiting { .. } => "waiting for room",
             State::Submitted { .. } => "submitted",
@@ -343,7 +385,10 @@ impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
             State::Done => "done",
         };
         f.debug_struct("CallAsync")
-            .field("bulkhead", self.pool.name())
+            .field(
+                "bulkhead",
+                &self.pool.as_ref().map(ThreadPoolBulkhead::name),
+            )
             .field("state", &state)
             .finish()
     }

@@ -42,28 +42,6 @@ use crate::context::CapturedContext;
 use crate::events::CallOutcome;
 use crate::sync::{AtomicBool, Mutex};
 
-/// What happened to a job the pool ran, for the counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ran {
-    /// The body returned.
-    Completed,
-    /// The body panicked; the payload went to the caller.
-    Panicked,
-    /// The caller had gone away before the body started, so it was not run.
-    Cancelled,
-}
-
-impl Ran {
-    /// The same, as listeners see it.
-    pub(crate) fn outcome(self) -> CallOutcome {
-        match self {
-            Ran::Completed => CallOutcome::Completed,
-            Ran::Panicked => CallOutcome::Panicked,
-            Ran::Cancelled => CallOutcome::Cancelled,
-        }
-    }
-}
-
 /// What a caller gets back from its job.
 pub(crate) enum Outcome<I, R> {
     /// The body returned this.
@@ -80,7 +58,7 @@ pub(crate) enum Outcome<I, R> {
 pub(crate) trait Job: Send + Sync {
     /// Runs the body on the current thread and keeps its outcome for [`Job::deliver`]. A
     /// no-op returning `Cancelled` when the job was already run or failed.
-    fn run(&self) -> Ran;
+    fn run(&self) -> CallOutcome;
     /// Hands the outcome kept by `run` to the caller (wakes it). The pool frees the job's
     /// slot and counts it *before* delivering, so a caller that returns sees both.
     fn deliver(&self);
@@ -102,10 +80,10 @@ impl JobRef {
 
     /// Runs the job on this thread; its caller is woken when the returned [`Finished`] is
     /// delivered (or dropped).
-    pub(crate) fn run(mut self) -> (Ran, Finished) {
+    pub(crate) fn run(mut self) -> (CallOutcome, Finished) {
         match self.0.take() {
             Some(job) => (job.run(), Finished(Some(job))),
-            None => (Ran::Cancelled, Finished(None)),
+            None => (CallOutcome::Cancelled, Finished(None)),
         }
     }
 
@@ -175,9 +153,9 @@ where
     F: FnOnce(I) -> R + Send,
     R: Send,
 {
-    fn run(&self) -> Ran {
+    fn run(&self) -> CallOutcome {
         let Some((input, body)) = self.payload.lock().take() else {
-            return Ran::Cancelled;
+            return CallOutcome::Cancelled;
         };
         let result = {
             let _context = self.context.enter();
@@ -186,11 +164,11 @@ where
         match result {
             Ok(value) => {
                 self.store(Outcome::Ran(value));
-                Ran::Completed
+                CallOutcome::Completed
             }
             Err(payload) => {
                 self.store(Outcome::Panicked(payload));
-                Ran::Panicked
+                CallOutcome::Panicked
             }
         }
     }
@@ -291,161 +269,6 @@ where
 #[cold]
 fn unreachable_outcome() -> ! {
     panic!("bulkhead bug: a pool job signalled completion without an outcome")
-}
-
-/// Drops a user value on a worker; a panicking `Drop` must not take the worker down.
-fn drop_quietly<T>(value: T) {
-    let _ = catch_unwind(AssertUnwindSafe(move || drop(value)));
-}
-
-/// What tokio's "no reactor" panic means on a pool's worker, and how to fix it.
-#[cfg(not(feature = "tokio"))]
-pub(crate) const NO_RUNTIME_HELP: &str = "an `async` body of a thread-pool bulkhead runs on \
-    the pool's own worker thread, where no tokio runtime is entered: enable the `tokio` \
-    feature of the `bulkhead` crate (`bulkhead = { features = [\"tokio\"] }`), and the worker \
-    enters the runtime of the task that awaits the call";
-/// What tokio's "no reactor" panic means on a pool's worker, and how to fix it.
-#[cfg(feature = "tokio")]
-pub(crate) const NO_RUNTIME_HELP: &str = "an `async` body of a thread-pool bulkhead runs on \
-    the pool's own worker thread, which enters the tokio runtime of the task that awaits the \
-    call — and this call was awaited outside any tokio runtime: await it from a tokio task";
-
-/// A panic of an async body that used tokio where no tokio runtime is entered ("there is no
-/// reactor running") gets [`NO_RUNTIME_HELP`] added to its message, for the caller it is
-/// resumed on (and is reported as an error event here, since resuming a panic on the
-/// caller prints nothing). Any other panic is passed on as it is.
-pub(crate) fn explain_missing_runtime(payload: Box<dyn Any + Send>) -> Box<dyn Any + Send> {
-    let message = payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied());
-    match message {
-        Some(message) if message.contains("no reactor running") => {
-            let explained = format!("{message}\nhelp: {NO_RUNTIME_HELP}");
-            tracing::error!(target: crate::telemetry::TARGET, "{explained}");
-            Box::new(explained)
-        }
-        _ => payload,
-    }
-}
-
-/// Sends an outcome; if the caller went away, drops it (quietly) here.
-fn send_or_drop<I, Out>(tx: Sender<I, Out>, outcome: Outcome<I, Out>) {
-    if let Err(outcome) = tx.send(outcome) {
-        drop_quietly(outcome);
-    }
-}
-
-/// An async call's job: the body's future runs to completion on the worker.
-pub(crate) struct AsyncTask<I, F, Out> {
-    payload: Mutex<Option<AsyncPayload<I, F, Out>>>,
-    /// The outcome between `run` and `deliver`.
-    ran: Mutex<Option<Delivery<I, Out>>>,
-    /// The caller's span and propagated context, entered on the worker around the body.
-    context: CapturedContext,
-    #[cfg(feature = "tokio")]
-    runtime: Option<tokio::runtime::Handle>,
-}
-
-type Sender<I, Out> = futures_channel::oneshot::Sender<Outcome<I, Out>>;
-type AsyncPayload<I, F, Out> = (I, F, Sender<I, Out>);
-type Delivery<I, Out> = (Sender<I, Out>, Outcome<I, Out>);
-
-/// The receiving end of an async job.
-pub(crate) type AsyncReceiver<I, Out> = futures_channel::oneshot::Receiver<Outcome<I, Out>>;
-
-impl<I, F, Fut> AsyncTask<I, F, Fut::Output>
-where
-    I: Send + 'static,
-    F: FnOnce(I) -> Fut + Send + 'static,
-    Fut: std::future::Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    /// A job for `body(input)` and the receiver its outcome arrives on. With feature `tokio`,
-    /// the current tokio runtime (if any) is entered on the worker.
-    pub(crate) fn job(input: I, body: F) -> (Arc<dyn Job>, AsyncReceiver<I, Fut::Output>) {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        let task: Arc<dyn Job> = Arc::new(AsyncTask::<I, F, Fut::Output> {
-            payload: Mutex::new(Some((input, body, tx))),
-            ran: Mutex::new(None),
-            context: CapturedContext::capture(),
-            #[cfg(feature = "tokio")]
-            runtime: tokio::runtime::Handle::try_current().ok(),
-        });
-        (task, rx)
-    }
-}
-
-impl<I, F, Fut> Job for AsyncTask<I, F, Fut::Output>
-where
-    I: Send + 'static,
-    F: FnOnce(I) -> Fut + Send + 'static,
-    Fut: std::future::Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    fn run(&self) -> Ran {
-        let Some((input, body, tx)) = self.payload.lock().take() else {
-            return Ran::Cancelled;
-        };
-        if tx.is_canceled() {
-            // The caller dropped its future before the body started: never run it.
-            drop_quietly((input, body));
-            return Ran::Cancelled;
-        }
-        let result = {
-            let _context = self.context.enter();
-            #[cfg(feature = "tokio")]
-            let _runtime = self.runtime.as_ref().map(|handle| handle.enter());
-            catch_unwind(AssertUnwindSafe(move || {
-                futures_executor::block_on(body(input))
-            }))
-        };
-        let (outcome, ran) = match result {
-            Ok(value) => (Outcome::Ran(value), Ran::Completed),
-            Err(payload) => (
-                Outcome::Panicked(explain_missing_runtime(payload)),
-                Ran::Panicked,
-            ),
-        };
-        *self.ran.lock() = Some((tx, outcome));
-        ran
-    }
-
-    fn deliver(&self) {
-        let ran = self.ran.lock().take();
-        if let Some((tx, outcome)) = ran {
-            // A caller that went away while the body ran: the result is discarded.
-            send_or_drop(tx, outcome);
-        }
-    }
-
-    fn fail(&self, error: BulkheadError) {
-        let payload = self.payload.lock().take();
-        if let Some((input, body, tx)) = payload {
-            drop_quietly(body);
-            send_or_drop(tx, Outcome::Refused(input, error));
-        }
-    }
-
-    fn abandon(&self) {
-        let payload = self.payload.lock().take();
-        if let Some((input, body, tx)) = payload {
-            drop_quietly(body);
-            send_or_drop(tx, Outcome::Abandoned(input));
-        }
-    }
-}
-
-impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
-    fn drop(&mut self) {
-        // Unreachable through `JobRef`, which always runs, fails or abandons; kept so the
-        // caller's receiver can never see a sender dropped without an outcome.
-        let payload = self.payload.lock().take();
-        if let Some((input, body, tx)) = payload {
-            drop_quietly(body);
-            send_or_drop(tx, Outcome::Abandoned(input));
-        }
-    }
 }
 
 /// The erasure's contract, in isolation (and small enough for Miri:

@@ -1,15 +1,17 @@
 //! loom models of the pool's admission and queue: the running + queued counter, the room
-//! waiters of `on_full: { wait }`, the queue bound after a shrink, cancellation, timeouts
-//! and shutdown, over every interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2).
+//! waiters of `on_full: { wait }`, the queue bound after a shrink, cancellation, timeouts,
+//! shutdown, and a task queued without the lock (the inbox) racing the last busy worker
+//! going idle, over every interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
-//! --release --lib thread_pool` (a child module of `pool`, for its private state).
+//! --release --lib thread_pool::loom_tests` (a child module of `thread_pool`, for the pool's
+//! private state).
 //!
 //! The real code runs: `ThreadPoolBulkhead::call_async` (admission, waiting for room with a
 //! loom-aware waker, submission, cancellation on drop), `resize`, `shutdown`. What loom
 //! cannot run is a worker thread (it parks through the OS), so the pool is built with its
 //! `max_threads` already counted as started, and the model plays the worker with
-//! [`work_one`], the same steps `worker_main` takes around a task. Time is a [`ModelClock`]
+//! [`work_one`], the same steps a worker (`worker`) takes around a task. Time is a [`ModelClock`]
 //! whose deadlines all pass when a model thread fires it.
 //!
 //! loom treats `SeqCst` accesses as `AcqRel` (its documented limit). The room waiters rely
@@ -31,8 +33,9 @@ mod loom_model;
 
 use loom_model::{ModelClock, block_on, model};
 
-use super::super::ThreadPoolBulkhead;
-use super::Taken;
+use super::ThreadPoolBulkhead;
+use super::queue::Taken;
+use super::worker::Step;
 use crate::clock::{Clock, Sleep};
 use crate::{BulkheadError, Refused};
 
@@ -49,18 +52,18 @@ fn pool(max: u32, queue: u32, on_full: OnFull, clock: &ModelClock) -> ThreadPool
     let pool = ThreadPoolBulkhead::with_clock("model", &config, std::sync::Arc::new(clock.clone()));
     // The threads count as started and busy, each with a task holding its slot, so every
     // admitted task is queued for the model's worker and admission is left the queue's.
-    let inner = pool.inner();
-    let mut st = inner.state.lock();
+    let shared = pool.shared();
+    let mut st = shared.lock_state();
     st.threads = max;
     st.active = max;
     drop(st);
-    inner.admitted.store(u64::from(max), SeqCst);
+    shared.admitted.store(u64::from(max), SeqCst);
     pool
 }
 
 /// The slots held by the busy threads' tasks (see [`pool`]), which never finish.
 fn busy(pool: &ThreadPoolBulkhead) -> u64 {
-    u64::from(pool.inner().state.lock().threads)
+    u64::from(pool.shared().lock_state().threads)
 }
 
 fn wait(ms: u64) -> OnFull {
@@ -68,14 +71,14 @@ fn wait(ms: u64) -> OnFull {
 }
 
 /// One step of a worker: takes the next queued task, runs it, frees its slot, counts it,
-/// wakes its caller and one caller waiting for room — `worker_main`'s steps around a task.
+/// wakes its caller and one caller waiting for room — a worker's steps around a task.
 /// Returns false when the queue was empty.
 fn work_one(pool: &ThreadPoolBulkhead) -> bool {
-    let inner = pool.inner();
+    let shared = pool.shared();
     let taken = {
-        let mut st = inner.state.lock();
+        let mut st = shared.lock_state();
         let policy = st.policy;
-        let taken = st.queue.take(inner.clock.now(), &policy);
+        let taken = st.queue.take(&policy, || shared.clock.now());
         if matches!(taken, Some(Taken::Run(_))) {
             st.active += 1;
         }
@@ -84,20 +87,12 @@ fn work_one(pool: &ThreadPoolBulkhead) -> bool {
     match taken {
         None => false,
         Some(Taken::Stale(entry, waited)) => {
-            let name = inner.name.clone();
-            inner.fail_admitted(entry.job, BulkheadError::QueueTimeout { name, waited });
+            let name = shared.name.clone();
+            shared.fail_admitted(entry.job, BulkheadError::QueueTimeout { name, waited });
             true
         }
         Some(Taken::Run(entry)) => {
-            let (ran, finished) = entry.job.run();
-            {
-                let mut st = inner.state.lock();
-                st.active -= 1;
-                inner.release();
-                inner.count(ran);
-            }
-            finished.deliver();
-            inner.room.wake_one();
+            run_taken_entry(pool, entry);
             true
         }
     }
@@ -105,22 +100,22 @@ fn work_one(pool: &ThreadPoolBulkhead) -> bool {
 
 /// Admitted calls are all over and counted once; no slot is held; nobody waits for room.
 fn assert_at_rest(pool: &ThreadPoolBulkhead) {
-    let inner = pool.inner();
-    assert_eq!(inner.admitted.load(SeqCst), busy(pool), "a slot was lost");
-    assert_eq!(inner.room.len(), 0, "a room waiter was left behind");
-    assert_eq!(inner.state.lock().queue.len(), 0);
-    let c = inner.counters.counts();
+    let shared = pool.shared();
+    assert_eq!(shared.admitted.load(SeqCst), busy(pool), "a slot was lost");
+    assert_eq!(shared.room.len(), 0, "a room waiter was left behind");
+    assert_eq!(shared.lock_state().queue.len(), 0);
+    let c = shared.counters.counts();
     assert_eq!(c.permitted, c.completed + c.panicked + c.cancelled, "{c:?}");
 }
 
 /// Submits a call whose body returns `n`, checking the running + queued bound on admission.
 async fn submit(pool: &ThreadPoolBulkhead, n: u32) -> Result<u32, Refused<u32>> {
-    let inner = pool.inner();
+    let shared = pool.shared();
     let admitted = pool.call_async(n, |n| async move { n });
-    let limit = inner.limit.load(SeqCst);
+    let limit = shared.limit.load(SeqCst);
     let result = admitted.await;
     assert!(
-        inner.admitted.load(SeqCst) <= limit,
+        shared.admitted.load(SeqCst) <= limit,
         "running + queued above the limit"
     );
     result
@@ -277,14 +272,14 @@ fn a_shrink_racing_admission_never_fails_admitted_work_nor_queues_later_calls() 
                 "queued beyond the shrunk queue"
             );
         }
-        let inner = pool.inner();
-        let queued = inner.state.lock().queue.len();
+        let shared = pool.shared();
+        let queued = shared.lock_state().queue.len();
         assert_eq!(
             queued,
             outcomes.iter().filter(|(_, queued, _)| *queued).count()
         );
-        assert_eq!(inner.admitted.load(SeqCst), busy(&pool) + queued as u64);
-        let c = inner.counters.counts();
+        assert_eq!(shared.admitted.load(SeqCst), busy(&pool) + queued as u64);
+        let c = shared.counters.counts();
         assert_eq!(c.cancelled, 0, "an admitted call was failed: {c:?}");
         assert_eq!(c.refused.full as usize, 2 - queued, "{c:?}");
         // The queued calls run, each once, and their callers get their results.
@@ -321,7 +316,79 @@ fn shutdown_during_admission_runs_or_refuses_each_call_exactly_once() {
         assert!(report.failed_queued <= 1);
         assert!(!work_one(&pool), "the queue is empty");
         assert_at_rest(&pool);
-        let c = pool.inner().counters.counts();
+        let c = pool.shared().counters.counts();
         assert_eq!(c.refused.shut_down, 1, "{c:?}");
     });
+}
+
+#[test]
+fn a_task_queued_without_the_lock_as_the_last_worker_goes_idle_is_never_left_behind() {
+    model(|| {
+        let clock = ModelClock::new();
+        // One thread, busy: `direct` is set, so the caller queues into the inbox without
+        // the lock, while the worker finishes its task and (finding nothing) goes idle.
+        let pool = pool(1, 1, OnFull::Abort, &clock);
+        let shared = pool.shared();
+        assert!(shared.direct.load(SeqCst));
+        let caller = loom::thread::spawn({
+            let pool = pool.clone();
+            move || {
+                let mut call = Box::pin(pool.call_async(5u32, |n| async move { n }));
+                // Answered at once when the worker took it and ran it meanwhile.
+                match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Pending => Some(call),
+                    Poll::Ready(result) => {
+                        assert_eq!(result.ok(), Some(5));
+                        None
+                    }
+                }
+            }
+        });
+        // The worker, as `worker_main` does it: its task ends (slot freed), it looks at the
+        // queue, and, finding nothing, registers idle and looks at the inbox once more.
+        let me = std::thread::current();
+        let mut st = shared.lock_state();
+        st.active -= 1;
+        shared.release();
+        let step = shared.next_step(&mut st, 1, None, &me);
+        drop(st);
+        let parks = match step {
+            Step::Run(entry, _) => {
+                run_taken_entry(&pool, entry);
+                false
+            }
+            Step::Park { .. } => !shared.inbox_has_work_after_idle(),
+            Step::FailStale(..) | Step::Retire(_) => panic!("nothing stale, nothing surplus"),
+        };
+        let call = caller.join().unwrap();
+        if parks {
+            // It would sleep: the caller must have seen it idle and claimed it.
+            let st = shared.lock_state();
+            assert!(
+                st.idle.is_empty() && st.pending == 1,
+                "a task left without a worker"
+            );
+        }
+        while work_one(&pool) {}
+        if let Some(mut call) = call {
+            let polled = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            assert!(matches!(polled, Poll::Ready(Ok(5))), "{polled:?}");
+        }
+        let c = shared.counters.counts();
+        assert_eq!(c.permitted, c.completed, "{c:?}");
+    });
+}
+
+/// Runs a task a model worker took and delivers it, as `work_one` does.
+fn run_taken_entry(pool: &ThreadPoolBulkhead, entry: super::queue::Entry) {
+    let shared = pool.shared();
+    let (outcome, finished) = entry.job.run();
+    {
+        let mut st = shared.lock_state();
+        st.active -= 1;
+        shared.release();
+        shared.count(outcome);
+    }
+    finished.deliver();
+    shared.room.wake_one();
 }

@@ -1,15 +1,29 @@
-//! The thread-pool bulkhead (see [`ThreadPoolBulkhead`] for its semantics and invariants).
+//! The thread-pool bulkhead: the public handle (see [`ThreadPoolBulkhead`] for its
+//! semantics and invariants).
 //!
-//! Files: `pool` (shared state: admission, queue hand-off, workers, resize, shutdown),
-//! `queue` (order and staleness), `room` (callers waiting for room), `job` (run-or-fail
-//! jobs and the crate's one lifetime erasure), `call_async` (the async call's future).
+//! Files: `shared` (what handles and workers share, and the lock order), `admission`
+//! (slots, waiting for room, queueing an admitted call), `worker` (a worker thread's loop),
+//! `lifecycle` (spawning workers, resize, shutdown), `queue` (order and staleness),
+//! `room_waiters` (callers waiting for room), `job` (run-or-fail jobs and the crate's one
+//! lifetime erasure), `async_job` (an async call's job), `call_async` (the async call's
+//! future), `timed` (calls under the call timeout).
 
+mod admission;
+mod async_job;
 mod call_async;
+mod inbox;
 mod job;
-mod pool;
+mod lifecycle;
 mod queue;
-mod room;
+mod room_waiters;
+mod shared;
 mod timed;
+mod worker;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod pool_tests;
 
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
@@ -17,8 +31,9 @@ use std::time::Duration;
 
 use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, ThreadPoolConfig};
 
+use admission::Admission;
 pub use call_async::CallAsync;
-use pool::{Admit, Inner};
+use shared::Shared;
 pub use timed::Timed;
 
 use crate::async_caller::Caller;
@@ -124,14 +139,14 @@ pub struct ThreadPoolBulkhead {
     handle: Arc<Handle>,
 }
 
-/// The user-side owner: dropping the last one shuts the pool down (workers hold `Inner`).
+/// The user-side owner: dropping the last one shuts the pool down (workers hold `Shared`).
 struct Handle {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.inner.begin_shutdown();
+        self.shared.begin_shutdown();
     }
 }
 
@@ -169,18 +184,18 @@ impl ThreadPoolBulkhead {
     ) -> Self {
         ThreadPoolBulkhead {
             handle: Arc::new(Handle {
-                inner: Arc::new(Inner::new(name.into(), config, clock)),
+                shared: Arc::new(Shared::new(name.into(), config, clock)),
             }),
         }
     }
 
-    fn inner(&self) -> &Arc<Inner> {
-        &self.handle.inner
+    fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
     }
 
     /// The bulkhead's name.
     pub fn name(&self) -> &BulkheadName {
-        &self.inner().name
+        &self.shared().name
     }
 
     /// Runs `body(input)` on a worker and blocks until it has finished, returning its result.
@@ -228,23 +243,23 @@ impl ThreadPoolBulkhead {
         I: Send,
         R: Send,
     {
-        let inner = self.inner();
-        if reentry::is_inside(inner.id()) {
-            let span = inner.telemetry.call_span();
+        let shared = self.shared();
+        if reentry::is_inside(shared.id()) {
+            let span = shared.telemetry.call_span();
             let _span = span.enter();
-            inner.counters.reentrant.fetch_add(1, Relaxed);
+            shared.counters.reentrant.fetch_add(1, Relaxed);
             return Ok(body(input));
         }
         // The common case, decided without building anything: no rate limit, not shut down,
         // and a free slot, or a refusal under `on_full: abort` built straight into the result.
-        if !inner.rate.is_enabled() && !inner.is_shut_down() {
-            if inner.try_admit() {
-                let span = inner.telemetry.call_span();
+        if !shared.rate.is_enabled() && !shared.is_shut_down() {
+            if shared.try_admit() {
+                let span = shared.telemetry.call_span();
                 let _span = span.enter();
                 return self.run_admitted(input, body);
             }
-            if inner.aborts_when_full() {
-                return Err(inner.refused_full(input));
+            if shared.aborts_when_full() {
+                return Err(shared.refused_full(input));
             }
         }
         self.call_slow(input, body)
@@ -259,26 +274,26 @@ impl ThreadPoolBulkhead {
         I: Send,
         R: Send,
     {
-        let inner = self.inner();
+        let shared = self.shared();
         // The call's span; the job captures it as the current span and enters it on the worker.
-        let span = inner.telemetry.call_span();
+        let span = shared.telemetry.call_span();
         let _span = span.enter();
         // The rate limit before the queue (a shut-down pool refuses with `ShutDown` below).
-        if inner.rate.is_enabled()
-            && !inner.is_shut_down()
-            && let Err(error) = inner.rate.acquire_blocking(&inner.name)
+        if shared.rate.is_enabled()
+            && !shared.is_shut_down()
+            && let Err(error) = shared.rate.acquire_blocking(&shared.name)
         {
             return Err(Refused {
                 input,
-                error: inner.refuse(error),
+                error: shared.refuse(error),
             });
         }
-        match inner.admit_blocking() {
-            Ok(Admit::Pool) => self.run_admitted(input, body),
-            Ok(Admit::CallerRuns) => Ok(inner.run_on_caller(input, body)),
+        match shared.admit_blocking() {
+            Ok(Admission::Slot) => self.run_admitted(input, body),
+            Ok(Admission::CallerRuns) => Ok(shared.run_on_caller(input, body)),
             Err(error) => Err(Refused {
                 input,
-                error: inner.refuse(error),
+                error: shared.refuse(error),
             }),
         }
     }
@@ -293,19 +308,20 @@ impl ThreadPoolBulkhead {
         I: Send,
         R: Send,
     {
-        let inner = self.inner();
-        inner.counters.permitted.fetch_add(1, Relaxed);
-        inner.telemetry.on_permitted();
+        let shared = self.shared();
+        shared.counters.permitted.fetch_add(1, Relaxed);
+        shared.telemetry.on_permitted();
         let outcome = job::call_blocking(input, body, |job| {
-            inner.enqueue(job);
+            shared.enqueue(job);
         });
-        inner.settle(outcome)
+        shared.settle(outcome)
     }
 
     /// Runs the future `body(input)` to completion on a worker; the returned future resolves
     /// to its output without blocking the caller's executor.
     ///
-    /// Admission happens at the first poll. With feature `tokio`, the tokio runtime current
+    /// Admission happens at the first poll; a full pool under `on_full: abort` refuses when
+    /// the call is made, as a sync call does, before anything is cloned. With feature `tokio`, the tokio runtime current
     /// at that poll (if any) is entered on the worker, so the body can use tokio timers and
     /// I/O. Dropping the returned future while the task is queued cancels it (it never runs);
     /// while it runs, it finishes and its result is discarded. `on_full: { wait }` awaits
@@ -326,7 +342,7 @@ impl ThreadPoolBulkhead {
         Fut: std::future::Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        CallAsync::new(self.clone(), input, body)
+        CallAsync::new(self, input, body)
     }
 
     /// Adds (or, with `None`, removes) a rate limit checked before each admission (after
@@ -341,12 +357,12 @@ impl ThreadPoolBulkhead {
 
     /// Changes the rate limit live (`None` removes it); see [`RateLimiter::reconfigure`].
     pub fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
-        self.inner().rate.reconfigure(config);
+        self.shared().rate.reconfigure(config);
     }
 
     /// The rate limiter checked before each admission.
     pub fn rate_limiter(&self) -> &RateLimiter {
-        &self.inner().rate
+        &self.shared().rate
     }
 
     /// Applies new limits and policies live: `core_threads`, `max_threads`, `queue_capacity`,
@@ -370,7 +386,7 @@ impl ThreadPoolBulkhead {
     /// assert_eq!((snapshot.limit, snapshot.queue_capacity), (16, Some(50)));
     /// ```
     pub fn resize(&self, config: &ThreadPoolConfig) {
-        self.inner().resize_declared(config);
+        self.shared().resize_declared(config);
     }
 
     /// Adds (or, with `None`, removes) an adaptive limit on the calls running on workers;
@@ -398,7 +414,7 @@ impl ThreadPoolBulkhead {
 
     /// Changes the adaptive limit live (`None`: back to the declared `max_threads`).
     pub fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
-        self.inner().set_adaptive(config);
+        self.shared().set_adaptive(config);
     }
 
     /// Stops admission (new calls are refused with `ShutDown`), lets running and queued
@@ -406,7 +422,7 @@ impl ThreadPoolBulkhead {
     /// `ShutDown` (its callers get their input back), joins the workers that have exited and
     /// reports what happened.
     pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
-        let counts = self.inner().shutdown(timeout);
+        let counts = self.shared().shutdown(timeout);
         ShutdownReport {
             completed: counts.completed,
             failed_queued: counts.failed_queued,
@@ -417,45 +433,47 @@ impl ThreadPoolBulkhead {
 
     /// True once [`shutdown`](Self::shutdown) has been called.
     pub fn is_shut_down(&self) -> bool {
-        self.inner().is_shut_down()
+        self.shared().is_shut_down()
     }
 
     /// The most tasks that were ever waiting in the queue at once (without a worker).
     pub fn largest_queued(&self) -> u32 {
-        self.inner().gauges().largest_queued
+        self.shared().gauges().largest_queued
     }
 
     /// Calls that ran on their caller's thread because the pool was full
     /// (`on_full: caller-runs`).
     pub fn caller_runs(&self) -> u64 {
-        self.inner().caller_runs.load(Relaxed)
+        self.shared().caller_runs.load(Relaxed)
     }
 
     /// A point-in-time view of the pool's limits, load and counters.
     pub fn snapshot(&self) -> BulkheadSnapshot {
-        let inner = self.inner();
-        let g = inner.gauges();
-        let calls = inner.counters.counts();
+        let shared = self.shared();
+        let g = shared.gauges();
+        let calls = shared.counters.counts();
         BulkheadSnapshot {
-            name: inner.name.clone(),
+            name: shared.name.clone(),
             kind: Kind::ThreadPool,
             limit: g.max,
             active: g.active,
             available: g.max.saturating_sub(g.active),
-            waiting: u32::try_from(inner.room.len()).unwrap_or(u32::MAX),
+            waiting: u32::try_from(shared.room.len()).unwrap_or(u32::MAX),
             queued: g.queued,
             queue_capacity: Some(g.capacity),
             pool_size: Some(g.threads),
             largest_pool_size: Some(g.largest_pool_size),
             calls,
-            wait_time: inner.telemetry.wait_time(calls.permitted),
-            queue_time: Some(inner.telemetry.queue_time()),
-            call_duration: inner.telemetry.call_duration(),
-            saturation: inner
+            wait_time: shared.telemetry.wait_time(calls.permitted),
+            queue_time: Some(shared.telemetry.queue_time()),
+            call_duration: shared.telemetry.call_duration(),
+            saturation: shared
                 .telemetry
                 .saturation(g.active, g.max, g.queued, g.capacity),
-            adaptive: inner.adaptive_snapshot(),
-            rate_limit_store_errors: inner.rate.store_errors(),
+            adaptive: shared.adaptive_snapshot(),
+            rate_limit_store_errors: shared.rate.store_errors(),
+            partitions: Vec::new(),
+            per_key: None,
         }
     }
 
@@ -463,20 +481,20 @@ impl ThreadPoolBulkhead {
     /// (`bulkhead_fallbacks_total`). `#[bulkhead(…, fallback = …)]` calls it; call it
     /// from a fallback of your own.
     pub fn record_fallback(&self) {
-        self.inner().counters.fallbacks.fetch_add(1, Relaxed);
+        self.shared().counters.fallbacks.fetch_add(1, Relaxed);
     }
 
     /// Spans, histograms, saturation thresholds and events of this bulkhead.
     pub(crate) fn telemetry(&self) -> &Telemetry {
-        &self.inner().telemetry
+        &self.shared().telemetry
     }
 }
 
 impl fmt::Debug for ThreadPoolBulkhead {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let g = self.inner().gauges();
+        let g = self.shared().gauges();
         f.debug_struct("ThreadPoolBulkhead")
-            .field("name", &self.inner().name)
+            .field("name", &self.shared().name)
             .field("max_threads", &g.max)
             .field("queue_capacity", &g.capacity)
             .field("active", &g.active)

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use bulkhead_config_types::ThreadPoolConfig;
 
-use super::Inner;
+use super::shared::Shared;
 use crate::ThreadPoolBulkhead;
 use crate::sync::Arc;
 
-type Hook = Box<dyn FnMut(&Inner)>;
+type Hook = Box<dyn FnMut(&Shared)>;
 
 thread_local! {
     /// Run by `spawn_worker` on the spawning thread, after `spawn` returned and before the
@@ -53,16 +53,16 @@ fn a_worker_that_cannot_start_refuses_the_call_with_its_input() {
     assert_eq!(pool.call(4u32, |i| i + 1).ok(), Some(5));
 }
 
-pub(super) fn after_spawn(inner: &Inner) {
+pub(super) fn after_spawn(shared: &Shared) {
     let hook = AFTER_SPAWN.with(|h| h.borrow_mut().take());
     if let Some(mut hook) = hook {
-        hook(inner);
+        hook(shared);
     }
 }
 
 /// A shutdown that runs while a just-started worker's handle is not yet recorded (the
-/// worker has run its task and exited) must still join it. It used to see `threads == 0`,
-/// take the handles without this one, and report `threads_joined: 0`.
+/// worker has run its task and exited) must still join it, not see `threads == 0`, take the
+/// handles without this one and report `threads_joined: 0`.
 #[test]
 fn shutdown_in_the_spawn_window_joins_the_new_worker() {
     let config = ThreadPoolConfig {
@@ -78,7 +78,7 @@ fn shutdown_in_the_spawn_window_joins_the_new_worker() {
         let (pool, shutdown_returned) = (pool.clone(), Arc::clone(&shutdown_returned));
         std::thread::spawn(move || {
             AFTER_SPAWN.with(|h| {
-                *h.borrow_mut() = Some(Box::new(move |inner: &Inner| {
+                *h.borrow_mut() = Some(Box::new(move |shared: &Shared| {
                     let _ = spawned_tx.send(());
                     // Hold the window open until the shutdown has either returned (the bug)
                     // or is waiting with no thread alive (waiting for this handle).
@@ -87,7 +87,7 @@ fn shutdown_in_the_spawn_window_joins_the_new_worker() {
                             break;
                         }
                         {
-                            let st = inner.state.lock();
+                            let st = shared.lock_state();
                             if st.threads == 0 && st.shutdown_waiter.is_some() {
                                 break;
                             }
@@ -116,9 +116,8 @@ fn wait_until(mut done: impl FnMut() -> bool) {
 }
 
 /// A call admitted while the pool still has a surplus idle thread (above a shrunk
-/// `max_threads`, not yet retired) is queued for it and runs; it used to be failed with
-/// `Full` after admission, since a surplus worker was never claimed and the queue (of 0)
-/// looked over capacity. The shrink is applied to the state without waking the idle
+/// `max_threads`, not yet retired) is queued for it and runs, never failed with `Full`
+/// after admission as if the queue (of 0) were over capacity. The shrink is applied to the state without waking the idle
 /// workers, which holds the pool in that window for as long as the test needs.
 #[test]
 fn a_call_admitted_while_a_surplus_thread_is_idle_runs() {
@@ -139,22 +138,22 @@ fn a_call_admitted_while_a_surplus_thread_is_idle_runs() {
             })
             .collect();
         assert!(warm.into_iter().all(|t| t.join().unwrap()));
-        let inner = pool.inner();
-        wait_until(|| inner.state.lock().idle.len() == 2);
+        let shared = pool.shared();
+        wait_until(|| shared.lock_state().idle.len() == 2);
         // Shrink to one thread and no queue, as `resize` does, minus the wake-up.
         {
-            let mut st = inner.state.lock();
+            let mut st = shared.lock_state();
             st.max = 1;
             st.core = 1;
-            inner.limit.store(1, SeqCst);
+            shared.limit.store(1, SeqCst);
         }
         let result = pool.call(round, |n| n + 1).map_err(|r| r.error);
         assert_eq!(result.ok(), Some(round + 1), "round {round}");
-        let c = inner.counters.counts();
+        let c = shared.counters.counts();
         assert_eq!((c.cancelled, c.refused.full), (0, 0), "{c:?}");
         // The surplus thread retired; the one left is idle.
         wait_until(|| {
-            let st = inner.state.lock();
+            let st = shared.lock_state();
             st.threads == 1 && st.idle.len() == 1
         });
         pool.shutdown(Duration::from_secs(30));
@@ -174,13 +173,13 @@ fn a_refusal_counts_workers_claimed_for_queued_tasks_as_busy() {
         ..ThreadPoolConfig::default()
     };
     let pool = ThreadPoolBulkhead::new("claimed", &config);
-    let inner = pool.inner();
-    let mut st = inner.state.lock();
+    let shared = pool.shared();
+    let mut st = shared.lock_state();
     // Four workers running, two spawned for queued tasks and not yet started.
     st.threads = 6;
     st.active = 4;
     st.pending = 2;
-    let load = super::refusal_load(&st);
+    let load = super::shared::refusal_load(&st);
     assert_eq!((load.active, load.limit), (6, 6));
     st.threads = 0;
     st.active = 0;

@@ -102,11 +102,19 @@ impl TaskQueue {
         self.entries.push_back(entry);
     }
 
-    /// Takes the next task by `policy` at time `now` (ignored when the policy needs no time).
-    pub(crate) fn take(&mut self, now: Instant, policy: &QueuePolicy) -> Option<Taken> {
+    /// Takes the next task by `policy`; `now` is read only when the policy needs the time.
+    pub(crate) fn take(
+        &mut self,
+        policy: &QueuePolicy,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<Taken> {
         if !policy.needs_time() {
             return self.entries.pop_front().map(Taken::Run);
         }
+        if self.entries.is_empty() {
+            return None;
+        }
+        let now = now();
         let standing = self.entries.front().is_some()
             && now.saturating_duration_since(self.last_empty) >= policy.standing_interval();
         let entry = if standing && policy.order == QueueOrder::AdaptiveLifo {
@@ -152,13 +160,14 @@ impl TaskQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::thread_pool::job::{Job, Ran};
+    use crate::events::CallOutcome;
+    use crate::thread_pool::job::Job;
     use std::sync::Arc;
 
     struct Nop;
     impl Job for Nop {
-        fn run(&self) -> Ran {
-            Ran::Completed
+        fn run(&self) -> CallOutcome {
+            CallOutcome::Completed
         }
         fn deliver(&self) {}
         fn fail(&self, _: crate::BulkheadError) {}
@@ -174,7 +183,7 @@ mod tests {
     }
 
     fn ids(queue: &mut TaskQueue, now: Instant, policy: &QueuePolicy) -> Vec<(u64, bool)> {
-        std::iter::from_fn(|| queue.take(now, policy))
+        std::iter::from_fn(|| queue.take(policy, || now))
             .map(|t| match t {
                 Taken::Run(e) => (e.id, true),
                 Taken::Stale(e, _) => (e.id, false),

@@ -43,12 +43,12 @@ impl ThreadPoolBulkhead {
 
     /// Changes the call timeout live, for calls started after this.
     pub fn set_call_timeout(&self, timeout: Option<Duration>) {
-        self.inner().call_timeout.set(timeout);
+        self.shared().call_timeout.set(timeout);
     }
 
     /// The call timeout, if one is set.
     pub fn call_timeout(&self) -> Option<Duration> {
-        self.inner().call_timeout.get()
+        self.shared().call_timeout.get()
     }
 
     /// [`call_async`](Self::call_async) under the call timeout: a body still running at
@@ -61,11 +61,11 @@ impl ThreadPoolBulkhead {
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        let inner = self.inner();
-        let Some(timeout) = inner.call_timeout.get() else {
+        let shared = self.shared();
+        let Some(timeout) = shared.call_timeout.get() else {
             return self.call_async(input, body).await.map(Ok);
         };
-        let clock = Arc::clone(&inner.clock);
+        let clock = Arc::clone(&shared.clock);
         let timed = move |input: I| {
             let deadline = clock.now().checked_add(timeout);
             Deadline::new(body(input), &*clock, deadline)
@@ -89,14 +89,14 @@ impl ThreadPoolBulkhead {
         I: Send + 'static,
         R: Send + 'static,
     {
-        let inner = self.inner();
-        let Some(timeout) = inner.call_timeout.get() else {
+        let shared = self.shared();
+        let Some(timeout) = shared.call_timeout.get() else {
             return self.call(input, body).map(Ok);
         };
         let state = Arc::new(AtomicU8::new(RUNNING));
         let (started_tx, started) = oneshot::channel::<Instant>();
         let worker_state = Arc::clone(&state);
-        let clock = Arc::clone(&inner.clock);
+        let clock = Arc::clone(&shared.clock);
         let pool = self.clone();
         let call = self.call_async(input, move |input: I| async move {
             // Sent from the worker when it starts (the caller may be gone: ignored).
@@ -106,7 +106,7 @@ impl ThreadPoolBulkhead {
                 .compare_exchange(RUNNING, FINISHED, AcqRel, Relaxed)
                 .is_err()
             {
-                pool.inner().counters.discarded.fetch_add(1, Relaxed);
+                pool.shared().counters.discarded.fetch_add(1, Relaxed);
             }
             output
         });
@@ -114,7 +114,7 @@ impl ThreadPoolBulkhead {
             call: Some(Box::pin(call)),
             started: Some(started),
             sleep: None,
-            clock: Arc::clone(&inner.clock),
+            clock: Arc::clone(&shared.clock),
             timeout,
         };
         let caller = crate::async_caller::caller();
@@ -139,18 +139,18 @@ impl ThreadPoolBulkhead {
     /// queued so far waited (`None` before any call was queued). An estimate for a client's
     /// `Retry-After`, not a promise.
     pub fn expected_queue_wait(&self) -> Option<Duration> {
-        let queued = self.inner().telemetry.queue_time();
+        let queued = self.shared().telemetry.queue_time();
         let count = u32::try_from(queued.count()).unwrap_or(u32::MAX);
         (count > 0).then(|| queued.sum() / count)
     }
 
     fn timed_out(&self, after: Duration) -> BulkheadError {
-        let inner = self.inner();
+        let shared = self.shared();
         let error = BulkheadError::CallTimeout {
-            name: inner.name.clone(),
+            name: shared.name.clone(),
             after,
         };
-        inner.refuse(error)
+        shared.refuse(error)
     }
 }
 

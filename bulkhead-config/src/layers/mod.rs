@@ -28,19 +28,23 @@
 //! Layers merge key by key, nested settings included: an environment variable can change
 //! just `rate_limit.limit_for_period`.
 
+mod env;
+mod placement;
+
+pub use env::{ENV_PREFIX, env_var_name};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use figment::value::{Dict, Map, Tag, Value as FigmentValue};
+use figment::value::{Dict, Map, Value as FigmentValue};
 use figment::{Figment, Metadata, Profile, Provider};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
-use crate::yaml::{Key, Node, NodeValue, ScalarValue, SectionIndex};
+use crate::yaml::{Node, NodeValue, SectionIndex};
 use crate::{Config, Parsed, check};
 
-/// The prefix of every environment variable that overrides a setting.
-pub const ENV_PREFIX: &str = "BULKHEAD_";
+use env::ENV_LAYER;
 
 /// A stack of config layers, lowest first.
 ///
@@ -55,6 +59,7 @@ pub const ENV_PREFIX: &str = "BULKHEAD_";
 /// let bulkhead_config::Limits::ThreadPool(pool) = &config.bulkheads["product-detail"].limits else { panic!() };
 /// assert_eq!((pool.max_threads, pool.queue_capacity), (60, 300));
 /// ```
+#[must_use = "layers do nothing until they are resolved or extracted"]
 pub struct Layers {
     figment: Figment,
     layers: Vec<Layer>,
@@ -97,7 +102,7 @@ enum Layer {
 }
 
 /// The name of the layer [`Layers::over_declarations`] starts from, in diagnostics.
-const DECLARED_LAYER: &str = "the program's declarations";
+pub(super) const DECLARED_LAYER: &str = "the program's declarations";
 
 /// A YAML layer as a figment provider (figment's own YAML provider uses the deprecated
 /// `serde_yaml`; this one reads through [`crate::yaml`]).
@@ -117,66 +122,6 @@ impl Provider for YamlProvider {
             .unwrap_or_default();
         Ok(Profile::Default.collect(dict))
     }
-}
-
-/// The `BULKHEAD_…` variables, already mapped to key paths.
-struct EnvProvider {
-    /// (dotted key path, value as written)
-    values: Vec<(String, String)>,
-}
-
-/// The metadata name of the environment layer.
-const ENV_LAYER: &str = "environment";
-
-impl Provider for EnvProvider {
-    fn metadata(&self) -> Metadata {
-        Metadata::named(ENV_LAYER)
-    }
-
-    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
-        let mut dict = Dict::new();
-        for (path, raw) in &self.values {
-            let value: FigmentValue = raw.parse().unwrap_or_else(|_| raw.clone().into());
-            if let Some(nested) = figment::util::nest(path, value).into_dict() {
-                dict = merge(dict, nested);
-            }
-        }
-        Ok(Profile::Default.collect(dict))
-    }
-}
-
-fn merge(mut base: Dict, over: Dict) -> Dict {
-    for (k, v) in over {
-        let merged = match (base.remove(&k), v) {
-            (Some(FigmentValue::Dict(t, a)), FigmentValue::Dict(_, b)) => {
-                FigmentValue::Dict(t, merge(a, b))
-            }
-            (_, v) => v,
-        };
-        base.insert(k, merged);
-    }
-    base
-}
-
-/// The variable that sets `key` (such as `["max_threads"]`) of bulkhead `name`.
-///
-/// ```
-/// assert_eq!(
-///     bulkhead_config::env_var_name("product-detail", &["on_full", "wait"]),
-///     "BULKHEAD_PRODUCT_DETAIL__ON_FULL__WAIT"
-/// );
-/// ```
-pub fn env_var_name(name: &str, key: &[&str]) -> String {
-    let mut out = format!("{ENV_PREFIX}{}", env_part(name));
-    for k in key {
-        out.push_str("__");
-        out.push_str(&env_part(k));
-    }
-    out
-}
-
-fn env_part(s: &str) -> String {
-    s.to_ascii_uppercase().replace('-', "_")
 }
 
 impl Layers {
@@ -277,7 +222,6 @@ impl Layers {
 
     /// Makes a deploy's names that nothing declares errors instead of warnings (a
     /// deploy for another service, or a typo, is refused rather than ignored).
-    #[must_use]
     pub fn strict(mut self) -> Self {
         self.strict = true;
         self
@@ -285,6 +229,10 @@ impl Layers {
 
     /// Adds a deploy file on top. An unreadable file or invalid YAML is an error now;
     /// other problems are reported by [`Layers::extract`], all at once.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read (or is over 1 MiB), or is not valid YAML.
     pub fn file(self, path: impl AsRef<Path>) -> Result<Self, Diagnostics> {
         let path = path.as_ref();
         let name = path.display().to_string();
@@ -300,6 +248,10 @@ impl Layers {
     }
 
     /// Adds a deploy layer from YAML text, named `name` in messages.
+    ///
+    /// # Errors
+    ///
+    /// The text is not valid YAML (or is over 1 MiB).
     pub fn yaml(self, name: &str, source: &str) -> Result<Self, Diagnostics> {
         self.add_yaml(name, source)
     }
@@ -339,69 +291,6 @@ impl Layers {
         Ok(self)
     }
 
-    /// Adds the process's `BULKHEAD_…` environment variables on top. Variables whose name
-    /// or value is not Unicode cannot be config and are skipped.
-    pub fn env(self) -> Self {
-        let vars = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-        self.env_vars(vars)
-    }
-
-    /// Adds the given variables as the environment layer (tests, or a captured environment).
-    pub fn env_vars(mut self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
-        let names = self.bulkhead_names();
-        let mut values = Vec::new();
-        for (var, value) in vars {
-            let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
-                continue;
-            };
-            let Some((name_part, key_part)) = rest.split_once("__") else {
-                continue;
-            };
-            let matches: Vec<&String> = names.iter().filter(|n| env_part(n) == name_part).collect();
-            let location = env_location(&var);
-            match matches.as_slice() {
-                [name] => {
-                    let key = key_part.to_ascii_lowercase().replace("__", ".");
-                    values.push((format!("bulkheads.{name}.{key}"), value));
-                }
-                [] => {
-                    let candidates: Vec<String> = names.iter().map(|n| env_part(n)).collect();
-                    let hint = match check::did_you_mean(name_part, &candidates) {
-                        Some(best) => format!("; did you mean `{ENV_PREFIX}{best}__{key_part}`?"),
-                        None => String::new(),
-                    };
-                    self.problems.push(Diagnostic::at(
-                        Severity::Error,
-                        &location,
-                        "",
-                        format!(
-                            "`{var}` names no declared bulkhead (the name part is `{name_part}`: \
-                             upper case, `-` written `_`){hint}"
-                        ),
-                    ));
-                }
-                several => self.problems.push(Diagnostic::at(
-                    Severity::Error,
-                    &location,
-                    "",
-                    format!(
-                        "`{var}` could mean {}: rename one of them so their names differ \
-                         by more than `-` and `_`",
-                        several
-                            .iter()
-                            .map(|n| format!("`{n}`"))
-                            .collect::<Vec<_>>()
-                            .join(" or ")
-                    ),
-                )),
-            }
-        }
-        self.figment = self.figment.merge(EnvProvider { values });
-        self.layers.push(Layer::Env);
-        self
-    }
-
     fn bulkhead_names(&self) -> BTreeSet<String> {
         let mut names = BTreeSet::new();
         for layer in &self.layers {
@@ -422,6 +311,10 @@ impl Layers {
 
     /// Merges the layers and resolves them, with the lints' warnings and the check against
     /// the declared config (a kind change is an error, an undeclared name a warning).
+    ///
+    /// # Errors
+    ///
+    /// Every problem of every layer, each placed in its file or environment variable.
     pub fn resolve(&self) -> Result<Parsed, Diagnostics> {
         let declared = self.declared.as_ref().map_err(Clone::clone)?;
         let mut problems = self.problems.clone();
@@ -470,6 +363,10 @@ impl Layers {
     }
 
     /// Merges and resolves the layers into the config the runtime builds from.
+    ///
+    /// # Errors
+    ///
+    /// As [`Layers::resolve`].
     pub fn extract(self) -> Result<Config, Diagnostics> {
         self.resolve().map(|parsed| parsed.config)
     }
@@ -516,113 +413,5 @@ impl Layers {
             ));
         }
         problems
-    }
-
-    fn first_root_location(&self) -> Option<Location> {
-        self.layers.iter().find_map(|l| match l {
-            Layer::Yaml { root, .. } => Some(root.location.clone()),
-            Layer::Declared { .. } | Layer::Env => None,
-        })
-    }
-
-    /// Where the value at `path` with figment tag `tag` was written: (key, value) locations.
-    fn place(&self, path: &[&str], tag: Tag) -> (Location, Location) {
-        let layer_name = self
-            .figment
-            .get_metadata(tag)
-            .map(|m| m.name.to_string())
-            .unwrap_or_default();
-        if layer_name == ENV_LAYER {
-            let var = match path {
-                ["bulkheads", name, key @ ..] => env_var_name(name, key),
-                _ => ENV_PREFIX.to_owned(),
-            };
-            let location = env_location(&var);
-            return (location.clone(), location);
-        }
-        for layer in &self.layers {
-            match layer {
-                Layer::Yaml { name, root, index } if **name == *layer_name => {
-                    return match index.find(root, path) {
-                        Some((key, node)) => (key.location.clone(), node.location.clone()),
-                        None => (root.location.clone(), root.location.clone()),
-                    };
-                }
-                Layer::Declared { name, sites } if **name == *layer_name => {
-                    let site = match path {
-                        ["bulkheads", bulkhead, ..] => sites.get(*bulkhead).cloned(),
-                        _ => None,
-                    };
-                    let site =
-                        site.unwrap_or_else(|| Location::new(Arc::from(DECLARED_LAYER), 0, 0));
-                    return (site.clone(), site);
-                }
-                _ => {}
-            }
-        }
-        let unknown = Location::new(Arc::from(layer_name.as_str()), 0, 0);
-        (unknown.clone(), unknown)
-    }
-
-    fn node_entry(&self, path: &[&str], key: &str, value: &FigmentValue) -> (Key, Node) {
-        let (key_location, value_location) = self.place(path, value.tag());
-        let node_value = match value {
-            FigmentValue::Dict(_, dict) => NodeValue::Mapping(
-                dict.iter()
-                    .map(|(k, v)| {
-                        let mut sub = path.to_vec();
-                        sub.push(k);
-                        self.node_entry(&sub, k, v)
-                    })
-                    .collect(),
-            ),
-            FigmentValue::Array(_, items) => NodeValue::Sequence(
-                items
-                    .iter()
-                    .map(|v| Node {
-                        value: NodeValue::Scalar(scalar(v)),
-                        location: value_location.clone(),
-                    })
-                    .collect(),
-            ),
-            other => NodeValue::Scalar(scalar(other)),
-        };
-        (
-            Key {
-                text: key.to_owned(),
-                location: key_location,
-            },
-            Node {
-                value: node_value,
-                location: value_location,
-            },
-        )
-    }
-}
-
-fn env_location(var: &str) -> Location {
-    Location::new(Arc::from(format!("environment variable {var}")), 0, 0)
-}
-
-fn scalar(value: &FigmentValue) -> ScalarValue {
-    match value {
-        FigmentValue::String(_, s) => ScalarValue::Str(s.clone()),
-        FigmentValue::Char(_, c) => ScalarValue::Str(c.to_string()),
-        FigmentValue::Bool(_, b) => ScalarValue::Bool(*b),
-        FigmentValue::Num(_, n) => {
-            let whole = n
-                .to_u128()
-                .map(i128::try_from)
-                .and_then(Result::ok)
-                .or_else(|| n.to_i128());
-            match (whole.map(i64::try_from), n.to_f64()) {
-                (Some(Ok(i)), _) => ScalarValue::Int(i),
-                (Some(Err(_)), _) => ScalarValue::Float(whole.unwrap_or_default() as f64),
-                (None, Some(f)) => ScalarValue::Float(f),
-                (None, None) => ScalarValue::Null,
-            }
-        }
-        FigmentValue::Empty(..) => ScalarValue::Null,
-        FigmentValue::Dict(..) | FigmentValue::Array(..) => ScalarValue::Null,
     }
 }

@@ -1,5 +1,5 @@
-//! Callers waiting for room (`on_full: { wait }`): a FIFO list of parked threads and
-//! pending tasks, woken one per freed slot.
+//! Callers waiting for room in a full pool (`on_full: { wait }`): a FIFO list of parked
+//! threads and pending tasks, woken one per freed slot.
 //!
 //! Lost wake-ups are impossible by the usual two-sided check: a waiter registers (bumping
 //! `count`, SeqCst) *then* retries admission; a releaser frees its slot (SeqCst RMW on the

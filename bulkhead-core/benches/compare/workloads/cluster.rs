@@ -1,4 +1,4 @@
-//! Workload 7: admission through a cluster-wide rate limit (`scope: cluster`, one Lua
+//! Workload 7 (`ClusterRateLimit`): admission through a cluster-wide rate limit (`scope: cluster`, one Lua
 //! script per call on a `redis-server` this bench starts on 127.0.0.1) against the local
 //! limiter, in the same run; and the cost of a call while Redis is down (the store backs
 //! off, so the call falls back to the local share without touching the network).
@@ -14,13 +14,15 @@ use bulkhead_config_types::{
 };
 use bulkhead_core::{Bulkhead, SemaphoreBulkhead, system_clock};
 
+use crate::fixtures::semaphore_config;
 use crate::harness::{Cell, Row, each, measure, report};
-use crate::{Settings, find, semaphore_config};
+use crate::harness::{Settings, find};
+use crate::workloads::Workload;
 
 const LOCAL: &str = "rate-limited call, scope: process";
 const CLUSTER: &str = "rate-limited call, scope: cluster (Redis on 127.0.0.1)";
 const DOWN: &str = "rate-limited call, scope: cluster, Redis down (local share)";
-const WORKLOAD: &str = "7. rate-limit admission, cluster vs local";
+const TITLE: &str = "rate-limit admission, cluster vs local";
 
 /// A limit no workload reaches: every call is admitted.
 const LIMIT: u32 = 1_000_000_000;
@@ -28,7 +30,8 @@ const LIMIT: u32 = 1_000_000_000;
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let Some((mut server, url)) = start_redis() else {
         rows.push(Row {
-            workload: WORKLOAD.into(),
+            workload: Workload::ClusterRateLimit,
+            title: TITLE.into(),
             ours: Cell::missing(CLUSTER, "skipped: no redis-server on the PATH"),
             peer: Cell::missing(LOCAL, "–"),
             target: "–".into(),
@@ -59,16 +62,18 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     );
     let _ = server.kill();
     let _ = server.wait();
-    report(WORKLOAD, &results);
+    report(TITLE, &results);
     let errors = cluster.snapshot().rate_limit_store_errors.unwrap_or(0);
     rows.push(Row {
-        workload: WORKLOAD.into(),
+        workload: Workload::ClusterRateLimit,
+        title: TITLE.into(),
         ours: Cell::of(find(&results, CLUSTER)).with_note(format!("{errors} store errors")),
         peer: Cell::of(find(&results, LOCAL)),
         target: "– (one round trip)".into(),
     });
     rows.push(Row {
-        workload: "7. rate-limit admission, Redis down vs local".into(),
+        workload: Workload::ClusterRateLimit,
+        title: "rate-limit admission, Redis down vs local".into(),
         ours: Cell::of(find(&results, DOWN)),
         peer: Cell::of(find(&results, LOCAL)),
         target: "–".into(),

@@ -16,8 +16,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    AdaptiveAlgorithm, AdaptiveConfig, CodelConfig, Duration, Expected, Kind, OnFull, QueueOrder,
-    RateLimitConfig, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+    AdaptiveAlgorithm, AdaptiveConfig, CodelConfig, Duration, Expected, Kind, OnFull, Partitions,
+    PerKeyConfig, QueueOrder, RateLimitConfig, SaturationThresholds, SemaphoreConfig,
+    ThreadPoolConfig,
 };
 
 /// A `bulkheads.yaml` document: reusable templates and the bulkheads the code uses.
@@ -119,6 +120,17 @@ pub struct BulkheadSpec {
     /// declared size. Default: none (the declared size is the limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<AdaptiveConfig>,
+    /// Semaphore: named shares of the limit, `{ live: 0.8, batch: 0.2 }` (each above 0 and at
+    /// most 1, summing to at most 1). A partition is guaranteed `floor(share × limit)` permits
+    /// and borrows free ones, never waiting for them; `#[bulkhead("…", partition = "live")]`
+    /// picks one, checked at compile time. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<Partitions>,
+    /// Semaphore: at most `max_concurrent_calls` calls per key at once, tracking at most
+    /// `max_keys` keys (default 10000; further keys share one overflow entry).
+    /// `#[bulkhead("…", key = tenant_id)]` names the key. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_key: Option<PerKeyConfig>,
 }
 
 /// A bulkhead or template name: letters, digits, `-` and `_`.
@@ -143,7 +155,12 @@ pub(crate) fn kind_keys(kind: Kind) -> &'static [String] {
     static SEMAPHORE: OnceLock<Vec<String>> = OnceLock::new();
     static THREAD_POOL: OnceLock<Vec<String>> = OnceLock::new();
     match kind {
-        Kind::Semaphore => SEMAPHORE.get_or_init(|| keys(schemars::schema_for!(SemaphoreConfig))),
+        // Partitions and per-key caps divide a semaphore's permits: semaphore keys too.
+        Kind::Semaphore => SEMAPHORE.get_or_init(|| {
+            let mut keys = keys(schemars::schema_for!(SemaphoreConfig));
+            keys.extend(["partitions", "per_key"].map(String::from));
+            keys
+        }),
         Kind::ThreadPool => {
             THREAD_POOL.get_or_init(|| keys(schemars::schema_for!(ThreadPoolConfig)))
         }
@@ -222,7 +239,9 @@ impl BulkheadSpec {
             timeout,
             saturation,
             expected,
-            adaptive
+            adaptive,
+            partitions,
+            per_key
         )
     }
 
@@ -270,6 +289,11 @@ impl BulkheadSpec {
             adaptive: self
                 .adaptive
                 .filter(|a| a.algorithm != AdaptiveAlgorithm::Off),
+            partitions: match kind {
+                Kind::Semaphore => self.partitions.clone().unwrap_or_default(),
+                Kind::ThreadPool => crate::Partitions::default(),
+            },
+            per_key: self.per_key.filter(|_| kind == Kind::Semaphore),
         }
     }
 }
@@ -284,6 +308,8 @@ impl From<&crate::BulkheadConfig> for BulkheadSpec {
             saturation: Some(config.saturation),
             expected: config.expected,
             adaptive: config.adaptive,
+            partitions: (!config.partitions.is_empty()).then(|| config.partitions.clone()),
+            per_key: config.per_key,
             ..BulkheadSpec::default()
         };
         match &config.limits {

@@ -1,0 +1,62 @@
+//! The rules on the values of a resolved entry of a known kind: settings of the other kind
+//! (placed where they are written, with advice for a deploy), then the rules every path
+//! shares (`BulkheadConfig::problems`, the same messages for files, layers and the registry).
+
+use crate::Kind;
+use crate::file_format::{BulkheadSpec, kind_keys};
+
+use super::words::quoted_list;
+use super::{Checker, EntryChain};
+
+impl Checker<'_> {
+    /// The rules on values of a resolved entry of a known kind.
+    pub(super) fn check_values(&mut self, entry: &EntryChain<'_>, spec: &BulkheadSpec, kind: Kind) {
+        let other = match kind {
+            Kind::Semaphore => Kind::ThreadPool,
+            Kind::ThreadPool => Kind::Semaphore,
+        };
+        let set = serde_json::to_value(spec).unwrap_or_default();
+        let (kind_path, _) = self.locate(entry, &["kind"]);
+        let kind_source = match kind_path.strip_prefix("templates.") {
+            Some(rest) if !kind_path.starts_with(&format!("{}.{}.", entry.section, entry.name)) => {
+                format!(
+                    " (kind from template `{}`)",
+                    rest.split('.').next().unwrap_or_default()
+                )
+            }
+            _ => String::new(),
+        };
+        for key in kind_keys(other) {
+            if set.get(key).is_some() {
+                let (path, location) = self.locate(entry, &[key.as_str()]);
+                if entry.section == "bulkheads" && self.written_in_template_of_kind(&path, kind) {
+                    // The template is checked on its own and reports it there.
+                    continue;
+                }
+                // A deploy cannot change the kind, so it is told what it can set instead.
+                let advice = if self.deploy {
+                    format!(
+                        "a deploy may change sizes, not kinds: remove it; a {kind} is sized with {}",
+                        quoted_list(kind_keys(kind))
+                    )
+                } else {
+                    format!("remove it, or make it `kind: {other}`")
+                };
+                self.error(
+                    location,
+                    path,
+                    format!(
+                        "`{key}` is a {other} setting, but `{}` is a {kind}{kind_source}: {advice}",
+                        entry.name
+                    ),
+                );
+            }
+        }
+        // The rules every path shares (files, layers, the registry): one function, one
+        // set of messages, placed here at the key that breaks them.
+        for problem in spec.resolve(kind).problems() {
+            let (path, location) = self.locate(entry, &problem.key);
+            self.error(location, path, problem.message);
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Workload "shares": admission through a partition and through a per-key cap, against
+//! the plain semaphore call in the same run; and resident memory after 1,000,000 distinct
+//! keys (each admitted and released) against 1,000,000 plain calls.
+
+use std::hint::black_box;
+
+use bulkhead_config_types::{Partitions, PerKeyConfig};
+use bulkhead_core::SemaphoreBulkhead;
+
+use crate::alloc;
+use crate::fixtures::semaphore_config;
+use crate::harness::{Cell, Row, Settings, Unit, each, find, measure, report};
+use crate::workloads::Workload;
+
+/// Distinct keys in the memory row.
+const KEYS: u64 = 1_000_000;
+
+fn resident_kib() -> f64 {
+    memory_stats::memory_stats().map_or(f64::NAN, |m| m.physical_mem as f64 / 1024.0)
+}
+
+const PLAIN: &str = "SemaphoreBulkhead::call (plain)";
+const PARTITIONED: &str = "Partition::call (live: 0.8 of 25)";
+const PARTITIONED_BY_NAME: &str = "in_partition(\"live\").call (the attribute's path)";
+const KEYED: &str = "keyed(&tenant).call (per_key: 5, 1000 tenants)";
+
+pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
+    let plain = SemaphoreBulkhead::new("bench-plain", &semaphore_config(25));
+    let partitioned = SemaphoreBulkhead::new("bench-partitioned", &semaphore_config(25))
+        .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+    let live = partitioned.partition("live").expect("declared above");
+    let keyed = SemaphoreBulkhead::new("bench-keyed", &semaphore_config(25))
+        .with_per_key(Some(&PerKeyConfig::new(5)));
+    let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
+    let (mut a, mut b, mut c, mut d) = (0u64, 0u64, 0u64, 0usize);
+    let results = measure(
+        settings.fast,
+        vec![
+            each(PLAIN, || {
+                a += 1;
+                black_box(plain.call(|| black_box(a)).ok());
+            }),
+            each(PARTITIONED, || {
+                b += 1;
+                black_box(live.call(|| black_box(b)).ok());
+            }),
+            each(PARTITIONED_BY_NAME, || {
+                c += 1;
+                black_box(partitioned.in_partition("live").call(|| black_box(c)).ok());
+            }),
+            each(KEYED, || {
+                d = (d + 1) % tenants.len();
+                black_box(keyed.keyed(&tenants[d]).call(|| black_box(d)).ok());
+            }),
+        ],
+    );
+    report("shares", &results);
+    let plain = find(&results, PLAIN);
+    for (name, target) in [
+        (PARTITIONED, "≤ 1.5×"),
+        (PARTITIONED_BY_NAME, "≤ 1.5×"),
+        (KEYED, "≤ 2.5×"),
+    ] {
+        rows.push(Row {
+            workload: Workload::Shares,
+            title: "partitioned / keyed admission vs the plain call".into(),
+            ours: Cell::of(find(&results, name)),
+            peer: Cell::of(plain),
+            target: target.into(),
+        });
+    }
+    memory(rows);
+}
+
+/// Resident growth over `KEYS` distinct keys, each admitted and released, against the
+/// same number of plain calls.
+fn memory(rows: &mut Vec<Row>) {
+    let keyed = SemaphoreBulkhead::new("bench-keyed-memory", &semaphore_config(25)).with_per_key(
+        Some(&PerKeyConfig {
+            max_concurrent_calls: 1,
+            max_keys: 1000,
+        }),
+    );
+    let plain = SemaphoreBulkhead::new("bench-plain-memory", &semaphore_config(25));
+    for n in 0..1000u64 {
+        assert!(keyed.keyed(&n).call(|| ()).is_ok(), "warm-up");
+        assert!(plain.call(|| ()).is_ok(), "warm-up");
+    }
+    let footprint = |call: &dyn Fn(u64) -> bool| {
+        let before = resident_kib();
+        let (admitted, allocations) =
+            alloc::count_allocations(|| (0..KEYS).filter(|&n| call(n)).count() as u64);
+        assert_eq!(admitted, KEYS, "every call must be admitted");
+        (resident_kib() - before, allocations)
+    };
+    let (kib, allocs) = footprint(&|n| keyed.keyed(&(n + 1000)).call(|| ()).is_ok());
+    let (plain_kib, plain_allocs) = footprint(&|_| plain.call(|| ()).is_ok());
+    let tracked = keyed.snapshot().per_key.map_or(0, |p| p.keys_tracked);
+    eprintln!(
+        "  shares memory: {KEYS} distinct keys: {kib:+.0} KiB, {allocs} allocations, \
+         {tracked} keys tracked after; plain calls: {plain_kib:+.0} KiB"
+    );
+    rows.push(Row {
+        workload: Workload::Shares,
+        title: format!("resident memory after {KEYS} distinct keys"),
+        ours: Cell {
+            label: "keyed(&n).call, a new key each call (per_key, max_keys 1000)".into(),
+            value: Some(kib),
+            unit: Unit::KiB,
+            note: format!("{allocs} allocations, {tracked} keys tracked after"),
+        },
+        peer: Cell {
+            label: "SemaphoreBulkhead::call (plain)".into(),
+            value: Some(plain_kib),
+            unit: Unit::KiB,
+            note: format!("{plain_allocs} allocations"),
+        },
+        target: "flat".into(),
+    });
+}

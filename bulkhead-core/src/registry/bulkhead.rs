@@ -1,0 +1,197 @@
+//! A registered bulkhead of either kind ([`Bulkhead`]), what shutting one down reports,
+//! and the resize a reload applies to it.
+//!
+//! Invariant: a resize is built only for a config of the bulkhead's own kind
+//! ([`Bulkhead::resize_to`] answers `None` otherwise), so applying one never changes a kind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bulkhead_config_types::{BulkheadConfig, Kind, Limits, SemaphoreConfig, ThreadPoolConfig};
+
+use crate::BulkheadName;
+use crate::clock::Clock;
+use crate::semaphore::{SemaphoreBulkhead, SemaphoreShutdown};
+use crate::snapshot::BulkheadSnapshot;
+use crate::thread_pool::{ShutdownReport, ThreadPoolBulkhead};
+
+/// A registered bulkhead of either kind. Cloning is cheap and every clone is the same
+/// bulkhead.
+#[derive(Clone, Debug)]
+pub enum Bulkhead {
+    /// A concurrency limit; the body runs on the caller's thread or task.
+    Semaphore(SemaphoreBulkhead),
+    /// A bounded pool of named worker threads.
+    ThreadPool(ThreadPoolBulkhead),
+}
+
+impl Bulkhead {
+    /// Builds a bulkhead of the kind `config` declares, on `clock`.
+    pub fn from_config(
+        name: impl Into<BulkheadName>,
+        config: &BulkheadConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let name = name.into();
+        let bulkhead = match &config.limits {
+            Limits::Semaphore(limits) => Bulkhead::Semaphore(
+                SemaphoreBulkhead::with_clock(name, limits, clock)
+                    .with_rate_limit(config.rate_limit.as_ref())
+                    .with_call_timeout(config.timeout.map(|t| t.as_std()))
+                    .with_adaptive(config.adaptive.as_ref())
+                    .with_partitions(&config.partitions)
+                    .with_per_key(config.per_key.as_ref()),
+            ),
+            Limits::ThreadPool(limits) => Bulkhead::ThreadPool(
+                ThreadPoolBulkhead::with_clock(name, limits, clock)
+                    .with_rate_limit(config.rate_limit.as_ref())
+                    .with_call_timeout(config.timeout.map(|t| t.as_std()))
+                    .with_adaptive(config.adaptive.as_ref()),
+            ),
+        };
+        bulkhead.telemetry().set_saturation(config.saturation);
+        bulkhead
+    }
+
+    fn telemetry(&self) -> &crate::telemetry::Telemetry {
+        match self {
+            Bulkhead::Semaphore(b) => b.telemetry(),
+            Bulkhead::ThreadPool(b) => b.telemetry(),
+        }
+    }
+
+    /// The bulkhead's name.
+    pub fn name(&self) -> &BulkheadName {
+        match self {
+            Bulkhead::Semaphore(b) => b.name(),
+            Bulkhead::ThreadPool(b) => b.name(),
+        }
+    }
+
+    /// Semaphore or thread pool.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Bulkhead::Semaphore(_) => Kind::Semaphore,
+            Bulkhead::ThreadPool(_) => Kind::ThreadPool,
+        }
+    }
+
+    /// The semaphore bulkhead, if this is one.
+    pub fn as_semaphore(&self) -> Option<&SemaphoreBulkhead> {
+        match self {
+            Bulkhead::Semaphore(b) => Some(b),
+            Bulkhead::ThreadPool(_) => None,
+        }
+    }
+
+    /// The thread-pool bulkhead, if this is one.
+    pub fn as_thread_pool(&self) -> Option<&ThreadPoolBulkhead> {
+        match self {
+            Bulkhead::ThreadPool(b) => Some(b),
+            Bulkhead::Semaphore(_) => None,
+        }
+    }
+
+    /// A point-in-time view of the bulkhead.
+    pub fn snapshot(&self) -> BulkheadSnapshot {
+        match self {
+            Bulkhead::Semaphore(b) => b.snapshot(),
+            Bulkhead::ThreadPool(b) => b.snapshot(),
+        }
+    }
+
+    /// Counts a refused call answered by a fallback (`bulkhead_fallbacks_total`).
+    pub fn record_fallback(&self) {
+        match self {
+            Bulkhead::Semaphore(b) => b.record_fallback(),
+            Bulkhead::ThreadPool(b) => b.record_fallback(),
+        }
+    }
+
+    /// `config`'s limits paired with this bulkhead, when the kinds match (`None`: a kind
+    /// change, which nothing may apply; invariant 2).
+    pub(super) fn resize_to<'a>(&'a self, config: &'a BulkheadConfig) -> Option<Resize<'a>> {
+        let limits = match (self, &config.limits) {
+            (Bulkhead::Semaphore(b), Limits::Semaphore(limits)) => KindLimits::Semaphore(b, limits),
+            (Bulkhead::ThreadPool(b), Limits::ThreadPool(limits)) => {
+                KindLimits::ThreadPool(b, limits)
+            }
+            _ => return None,
+        };
+        Some(Resize {
+            bulkhead: self,
+            config,
+            limits,
+        })
+    }
+
+    /// Stops admission and waits at most `timeout` for running work.
+    pub fn shutdown(&self, timeout: Duration) -> BulkheadShutdown {
+        match self {
+            Bulkhead::Semaphore(b) => BulkheadShutdown::Semaphore(b.shutdown(timeout)),
+            Bulkhead::ThreadPool(b) => BulkheadShutdown::ThreadPool(b.shutdown(timeout)),
+        }
+    }
+}
+
+/// A resize checked to keep the bulkhead's kind, applied after a whole reload is checked.
+pub(super) struct Resize<'a> {
+    bulkhead: &'a Bulkhead,
+    pub(super) config: &'a BulkheadConfig,
+    limits: KindLimits<'a>,
+}
+
+enum KindLimits<'a> {
+    Semaphore(&'a SemaphoreBulkhead, &'a SemaphoreConfig),
+    ThreadPool(&'a ThreadPoolBulkhead, &'a ThreadPoolConfig),
+}
+
+impl Resize<'_> {
+    pub(super) fn apply(&self) {
+        self.bulkhead
+            .telemetry()
+            .set_saturation(self.config.saturation);
+        let rate_limit = self.config.rate_limit.as_ref();
+        let call_timeout = self.config.timeout.map(|t| t.as_std());
+        let adaptive = self.config.adaptive.as_ref();
+        match self.limits {
+            KindLimits::Semaphore(b, limits) => {
+                b.resize(limits);
+                b.set_rate_limit(rate_limit);
+                b.set_call_timeout(call_timeout);
+                b.set_adaptive(adaptive);
+                // Checked with the whole reload (`check_partitions`): the names are the same.
+                let _ = b.set_partitions(&self.config.partitions);
+                b.set_per_key(self.config.per_key.as_ref());
+            }
+            KindLimits::ThreadPool(b, limits) => {
+                b.resize(limits);
+                b.set_rate_limit(rate_limit);
+                b.set_call_timeout(call_timeout);
+                b.set_adaptive(adaptive);
+            }
+        }
+    }
+}
+
+/// What shutting down one bulkhead did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "kebab-case"))]
+#[non_exhaustive]
+pub enum BulkheadShutdown {
+    /// A semaphore bulkhead's report.
+    Semaphore(SemaphoreShutdown),
+    /// A thread-pool bulkhead's report.
+    ThreadPool(ShutdownReport),
+}
+
+impl BulkheadShutdown {
+    /// Calls still running when the timeout passed (0: everything finished).
+    pub fn still_running(&self) -> u32 {
+        match self {
+            BulkheadShutdown::Semaphore(r) => r.still_running,
+            BulkheadShutdown::ThreadPool(r) => r.still_running,
+        }
+    }
+}

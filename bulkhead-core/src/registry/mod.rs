@@ -1,0 +1,352 @@
+//! The registry: every bulkhead of a process, by name, and the deploy applied to them.
+//!
+//! # Invariants
+//!
+//! 1. An entry, once registered, is never replaced or removed. [`Registry::reload`] resizes
+//!    it in place, so a handle obtained earlier (a clone of the [`Bulkhead`], or a static
+//!    handle held by a macro expansion) always refers to the live bulkhead.
+//! 2. A name has one kind for the life of the registry: registering it again with the
+//!    same kind returns the existing bulkhead; with another kind, or reloading it with
+//!    another kind, is an error that changes nothing.
+//! 3. A reload is validated as a whole before anything is applied: it either applies to
+//!    every bulkhead or to none.
+//! 4. A deploy layers over what the code declares. Each entry keeps the config its code
+//!    gave it (a `#[bulkhead]` declaration, or [`Registry::register`]'s argument) as its
+//!    baseline; a deploy sets the sizes of the names it lists, and every other bulkhead
+//!    runs with its baseline.
+//! 5. Reloads and first registrations are ordered by one lock (the deploy state), so a
+//!    bulkhead registered by code is either registered before a reload (and resized by
+//!    it) or after (and built with the deploy's sizes for its name, when the kinds match).
+//!
+//! Lookups go through a [`DashMap`], so concurrent lookups of different names do not
+//! contend; callers on a hot path keep the handle instead of looking it up per call.
+//!
+//! `bulkhead.rs` holds [`Bulkhead`] (either kind) and the resize a reload applies to one;
+//! `reload.rs` holds reloading (invariants 3 and 4) and what it reports.
+
+mod bulkhead;
+mod reload;
+
+pub use bulkhead::{Bulkhead, BulkheadShutdown};
+pub use reload::{ReloadError, ReloadProblem, ReloadReport, UndeclaredName};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bulkhead_config_types::{BulkheadConfig, Config, InvalidConfig, Kind};
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
+use parking_lot::Mutex;
+
+use crate::BulkheadName;
+use crate::clock::{Clock, system_clock};
+use crate::declaration::{DeclarationSite, Declarations};
+use crate::reloads::ReloadLog;
+use crate::semaphore::SemaphoreBulkhead;
+use crate::snapshot::BulkheadSnapshot;
+use crate::thread_pool::ThreadPoolBulkhead;
+
+/// Why [`Registry::register`] refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The name is already registered as a bulkhead of another kind.
+    #[error(
+        "bulkhead `{name}` is already registered as a {registered} bulkhead, not a {requested} one: a bulkhead's kind cannot change"
+    )]
+    KindMismatch {
+        /// The bulkhead's name.
+        name: String,
+        /// The kind it was registered with.
+        registered: Kind,
+        /// The kind asked for now.
+        requested: Kind,
+    },
+    /// The name or the config breaks the rules a config file is checked by (the same
+    /// rules and messages: [`BulkheadConfig::validate`]).
+    #[error("invalid bulkhead config: {0}")]
+    Invalid(#[from] InvalidConfig),
+}
+
+/// A registered bulkhead, the config its code gave it, and the config it runs with.
+struct Registered {
+    bulkhead: Bulkhead,
+    /// What the code declared (invariant 4).
+    baseline: BulkheadConfig,
+    /// Where it is declared, for a bulkhead of the program's declarations.
+    declared_at: Option<DeclarationSite>,
+    current: Mutex<BulkheadConfig>,
+}
+
+/// Every bulkhead of a process (or of a test), by name.
+///
+/// The process-wide one, [`registry()`], holds every bulkhead the program declares with
+/// `#[bulkhead]` from its first use. One built by hand starts empty or from chosen
+/// [`Declarations`]:
+///
+/// ```
+/// use bulkhead_config_types::{BulkheadConfig, Config, SemaphoreConfig};
+/// use bulkhead_core::Registry;
+///
+/// let registry = Registry::new();
+/// let limits = |n| BulkheadConfig::semaphore(SemaphoreConfig {
+///     max_concurrent_calls: n,
+///     ..SemaphoreConfig::default()
+/// });
+/// let payment = registry.register("payment", &limits(10)).unwrap();
+///
+/// // A deploy raises the limit: the same bulkhead is resized in place.
+/// let mut config = Config::default();
+/// config.bulkheads.insert("payment".into(), limits(20));
+/// let report = registry.reload(&config).unwrap();
+/// assert_eq!(report.resized, ["payment"]);
+/// assert_eq!(payment.snapshot().limit, 20);
+///
+/// // A deploy that no longer names it: back to the sizes its code gave it.
+/// registry.reload(&Config::default()).unwrap();
+/// assert_eq!(payment.snapshot().limit, 10);
+/// ```
+pub struct Registry {
+    /// Names are leaked once per registered bulkhead (entries live as long as the registry,
+    /// and the process-wide one for the whole program), so every refusal's name is a
+    /// `&'static str`: building and dropping the error touch no reference count.
+    entries: DashMap<&'static str, Registered>,
+    clock: Arc<dyn Clock>,
+    /// The deploy last applied (`None`: none yet). Its lock serialises reloads and orders
+    /// registrations against them (invariants 3 and 5).
+    deploy: Mutex<Option<Config>>,
+    /// Applied and refused reloads.
+    reloads: ReloadLog,
+}
+
+impl Registry {
+    /// An empty registry on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(system_clock())
+    }
+
+    /// An empty registry whose bulkheads read time through `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Registry {
+            entries: DashMap::new(),
+            clock,
+            deploy: Mutex::new(None),
+            reloads: ReloadLog::default(),
+        }
+    }
+
+    /// A registry holding every bulkhead of `declarations`, built now with their declared
+    /// sizes and zero counts, reading time through `clock`.
+    ///
+    /// # Errors
+    ///
+    /// When two declarations give one name different kinds (see [`Declarations::check`]).
+    pub fn from_declarations(
+        declarations: &Declarations,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, crate::DeclarationConflict> {
+        declarations.check()?;
+        let registry = Registry::with_clock(clock);
+        for declared in declarations {
+            let name = declared.name();
+            let bulkhead = Bulkhead::from_config(
+                BulkheadName::from_static(name),
+                declared.config(),
+                Arc::clone(&registry.clock),
+            );
+            registry.entries.insert(
+                name,
+                Registered {
+                    bulkhead,
+                    baseline: declared.config().clone(),
+                    declared_at: Some(declared.declared_at()),
+                    current: Mutex::new(declared.config().clone()),
+                },
+            );
+        }
+        Ok(registry)
+    }
+
+    /// Returns the bulkhead registered as `name`, building it if there is none: with the
+    /// sizes the applied deploy gives `name` when it gives it the same kind, otherwise with
+    /// `config`. `config` stays its baseline (what a deploy that does not name it restores).
+    ///
+    /// Idempotent: when `name` is already registered with the same kind, the existing
+    /// bulkhead is returned unchanged (`config`'s sizes are not applied; use
+    /// [`reload`](Self::reload) to change them).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::KindMismatch`] when `name` is registered with the other kind;
+    /// [`RegistryError::Invalid`] when the name or config breaks a rule (an empty name, zero
+    /// permits, fewer `max_threads` than `core_threads`, a rate limit of `0` per period, …):
+    /// the same rules, with the same messages, as a config file
+    /// ([`BulkheadConfig::validate`]).
+    pub fn register(&self, name: &str, config: &BulkheadConfig) -> Result<Bulkhead, RegistryError> {
+        config.validate(name)?;
+        if let Some(existing) = self.entries.get(name) {
+            return same_kind(name, &existing.bulkhead, config);
+        }
+        let deploy = self.deploy.lock();
+        let name: &'static str = Box::leak(Box::from(name));
+        match self.entries.entry(name) {
+            Entry::Occupied(existing) => same_kind(name, &existing.get().bulkhead, config),
+            Entry::Vacant(vacant) => {
+                let current = deploy
+                    .as_ref()
+                    .and_then(|d| d.bulkheads.get(name))
+                    .filter(|deployed| deployed.kind() == config.kind())
+                    .unwrap_or(config);
+                let bulkhead = Bulkhead::from_config(
+                    BulkheadName::from_static(name),
+                    current,
+                    Arc::clone(&self.clock),
+                );
+                vacant.insert(Registered {
+                    bulkhead: bulkhead.clone(),
+                    baseline: config.clone(),
+                    declared_at: None,
+                    current: Mutex::new(current.clone()),
+                });
+                Ok(bulkhead)
+            }
+        }
+    }
+
+    /// The bulkhead registered as `name`.
+    pub fn get(&self, name: &str) -> Option<Bulkhead> {
+        self.entries.get(name).map(|e| e.bulkhead.clone())
+    }
+
+    /// The semaphore bulkhead registered as `name` (`None` if absent or a thread pool).
+    pub fn semaphore(&self, name: &str) -> Option<SemaphoreBulkhead> {
+        self.entries
+            .get(name)
+            .and_then(|e| e.bulkhead.as_semaphore().cloned())
+    }
+
+    /// The thread-pool bulkhead registered as `name` (`None` if absent or a semaphore).
+    pub fn thread_pool(&self, name: &str) -> Option<ThreadPoolBulkhead> {
+        self.entries
+            .get(name)
+            .and_then(|e| e.bulkhead.as_thread_pool().cloned())
+    }
+
+    /// The registered names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.entries.iter().map(|e| e.key().to_string()).collect();
+        names.sort();
+        names
+    }
+
+    /// The config `name` runs with now (its baseline, or what the applied deploy gives it).
+    pub fn config(&self, name: &str) -> Option<BulkheadConfig> {
+        self.entries.get(name).map(|e| e.current.lock().clone())
+    }
+
+    /// The deploy last applied by [`reload`](Self::reload), if any.
+    pub fn deploy(&self) -> Option<Config> {
+        self.deploy.lock().clone()
+    }
+
+    /// Counts a refused call of the bulkhead `name` answered by a fallback; nothing if no
+    /// bulkhead is registered under that name.
+    pub fn record_fallback(&self, name: &str) {
+        if let Some(entry) = self.entries.get(name) {
+            entry.bulkhead.record_fallback();
+        }
+    }
+
+    /// A point-in-time view of every registered bulkhead, sorted by name.
+    pub fn snapshot(&self) -> Vec<BulkheadSnapshot> {
+        let mut snapshots: Vec<BulkheadSnapshot> =
+            self.entries.iter().map(|e| e.bulkhead.snapshot()).collect();
+        snapshots.sort_by(|a, b| a.name.cmp(&b.name));
+        snapshots
+    }
+
+    /// Shuts every registered bulkhead down at once: admission stops everywhere, then each
+    /// waits for its running work; the whole takes at most about `timeout`.
+    pub fn shutdown(&self, timeout: Duration) -> BTreeMap<String, BulkheadShutdown> {
+        let bulkheads: Vec<(String, Bulkhead)> = self
+            .entries
+            .iter()
+            .map(|e| (e.key().to_string(), e.bulkhead.clone()))
+            .collect();
+        std::thread::scope(|s| {
+            let running: Vec<_> = bulkheads
+                .iter()
+                .map(|(name, bulkhead)| (name, s.spawn(move || bulkhead.shutdown(timeout))))
+                .collect();
+            running
+                .into_iter()
+                .filter_map(|(name, handle)| Some((name.clone(), handle.join().ok()?)))
+                .collect()
+        })
+    }
+}
+
+fn same_kind(
+    name: &str,
+    existing: &Bulkhead,
+    config: &BulkheadConfig,
+) -> Result<Bulkhead, RegistryError> {
+    if existing.kind() == config.kind() {
+        Ok(existing.clone())
+    } else {
+        Err(RegistryError::KindMismatch {
+            name: name.to_owned(),
+            registered: existing.kind(),
+            requested: config.kind(),
+        })
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("names", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The process-wide registry, on the system clock: every bulkhead the linked program
+/// declares with `#[bulkhead]` (see [`Declarations::of_program`]), built on first use with
+/// the declared sizes, plus any a program registers by hand.
+///
+/// # Panics
+///
+/// On first use, when two declarations in the program give one name different kinds
+/// (the message names both sites). Such a program cannot run either of them; call
+/// [`Declarations::check`] at start-up to get it as an error instead.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let declarations = Declarations::of_program();
+        for declared in declarations {
+            for (site, _) in declared.overridden() {
+                tracing::warn!(
+                    bulkhead = declared.name(),
+                    serving = %declared.declared_at(),
+                    ignored = %site,
+                    "bulkhead `{}` is declared twice with different sizes; the sizes declared \
+                     at {} serve and those at {site} do not: size it in the deploy to decide",
+                    declared.name(),
+                    declared.declared_at(),
+                );
+            }
+        }
+        match Registry::from_declarations(declarations, system_clock()) {
+            Ok(registry) => registry,
+            Err(conflict) => panic!("{conflict}"),
+        }
+    })
+}

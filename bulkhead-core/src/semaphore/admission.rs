@@ -1,0 +1,379 @@
+//! Admission and its accounting for a semaphore bulkhead: who gets a permit (re-entry
+//! check, rate limit, the count, a wait in the queue), how each decision is counted and
+//! reported, and the error a refusal carries. The permits themselves move in `state.rs`.
+//!
+//! # Invariant
+//!
+//! 5. Every admitted call is counted `permitted` once, and once it is over exactly one of
+//!    `completed`, `panicked` or `cancelled`; every refusal is counted under its reason.
+//!    Re-entrant calls take no permit and are counted only as `reentrant`. (`completed` is
+//!    not an atomic of its own: the snapshot derives it as `permitted - panicked - cancelled
+//!    - running`, which keeps one atomic add off the uncontended fast path.)
+//!
+//! # Cost
+//!
+//! Uncontended `try_acquire` + drop: one compare-and-swap to take, one to give back, one
+//! relaxed add (`permitted`) and two accesses to a destructor-free thread-local (re-entry
+//! mark). A fail-fast refusal: one load, one relaxed add (the refusal counter), no
+//! allocation; with a static name (every registered bulkhead) no reference count either.
+//!
+//! # Code shape
+//!
+//! `acquire`, `try_acquire` and `call` are inlined into the caller and make two calls into
+//! this crate: [`Shared::admit_fast`] (re-entry check, permit, mark, `permitted`; its
+//! decision comes back as a two-byte [`Fast`], in a register) and, when the permit drops,
+//! [`Shared::exit_held`]. Compiled here, the re-entry thread-local is a direct thread-local
+//! access, not a call through `LocalKey` from the caller's crate, and neither the permit
+//! nor a refusal travels through memory between functions (the sync [`Permit`] has no field
+//! with drop glue for the same reason). A refusal carries a one-byte [`Reason`] until the
+//! error is built, once, in a `#[cold]` function; the rate limit and waiting in the queue
+//! are `#[cold]` out-of-line paths.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use super::permit::RawPermit;
+use super::state::Waited;
+use super::{Permit, Shared};
+use crate::BulkheadError;
+use crate::adaptive::calls::{self, CallStart};
+use crate::reentry::{self, BulkheadId};
+use crate::stats;
+use crate::telemetry::Load;
+
+/// What [`Shared::admit_fast`] decided (two bytes: see *Code shape* above).
+#[derive(Clone, Copy)]
+pub(super) enum Fast {
+    /// A permit was taken (counted `permitted`) and the thread marked inside.
+    Admitted,
+    /// The thread is already inside: run inline (counted `reentrant`).
+    Reentrant,
+    /// Refused (counted, and logged if anyone listens); [`Shared::error`] builds the error.
+    Refused(Reason),
+    /// A rate limit or a wait in the queue: the slow path decides (nothing done yet).
+    Slow,
+}
+
+/// A fast-path refusal reason: one byte, the index of its counter in `Counters::refused`,
+/// until the caller builds the [`BulkheadError`] (in [`Shared::error`], out of line).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Reason {
+    Full = stats::FULL as u8,
+    ShutDown = stats::SHUT_DOWN as u8,
+}
+
+impl Shared {
+    #[inline]
+    pub(super) fn id(&self) -> BulkheadId {
+        self as *const Shared as BulkheadId
+    }
+
+    /// The start of an admitted call, for an adaptive limit (the call is counted running):
+    /// `None` without one; timed one time in the limit's `sample_every`.
+    #[inline]
+    pub(super) fn call_start(&self) -> Option<CallStart> {
+        self.adaptive.begin(|| self.timed_start())
+    }
+
+    /// The start of a call that is timed.
+    #[cold]
+    fn timed_start(&self) -> CallStart {
+        CallStart::timed(self.clock.now(), self.running().max(1))
+    }
+
+    /// A sync permit was taken on this thread: if the limit is adaptive, the call is kept
+    /// on the thread (and timed, if drawn) for its release.
+    #[inline]
+    pub(super) fn begin_adaptive_sync(&self, id: BulkheadId) {
+        if let Some(every) = self.adaptive.sample_every() {
+            if calls::begin_sync(id, every) {
+                calls::time_sync(self.timed_start());
+            }
+            self.telemetry
+                .record_sync_limit(id, self.limit.load(Relaxed));
+        }
+    }
+
+    /// A sync permit of this thread is being returned: the end of its adaptive call, if
+    /// it began as one (inlined: a frame popped, with nothing to record unless the call
+    /// was timed or a drop).
+    #[inline(always)]
+    pub(super) fn end_adaptive_sync(&self, id: BulkheadId) {
+        if let Some((start, overloaded)) = calls::end_sync(id) {
+            self.end_adaptive(start, overloaded || std::thread::panicking());
+        }
+    }
+
+    /// The end of an adaptive call that has something to record (timed, or a drop): feeds
+    /// the limit, applies a change through the resize path, and reports it.
+    #[inline(never)]
+    pub(super) fn end_adaptive(&self, start: CallStart, dropped: bool) {
+        let now = || self.clock.now();
+        if let Some((from, to)) = self
+            .adaptive
+            .end(start, dropped, now, |to| self.set_limit(to))
+        {
+            self.telemetry.on_limit_changed(from, to);
+        }
+    }
+
+    /// Non-waiting admission of a caller that is not inside: the rate limit, then a permit.
+    #[inline]
+    pub(super) fn try_admit(&self) -> Result<RawPermit<'_>, BulkheadError> {
+        if self.rate.is_enabled() {
+            self.rate
+                .try_acquire(&self.name)
+                .map_err(|err| self.refuse(err))?;
+        }
+        match self.try_take() {
+            Ok(()) => Ok(self.admitted()),
+            Err(err) => Err(self.refuse(err)),
+        }
+    }
+
+    /// The uncontended admission of [`SemaphoreBulkhead::acquire`] (`may_wait`) and
+    /// [`try_acquire`](SemaphoreBulkhead::try_acquire): the re-entry check, then a permit
+    /// from the count, the mark made once it is taken. A refusal that needs no wait
+    /// (fail fast, `max_wait: 0`, or `try_acquire`) is counted here; a rate limit or a
+    /// possible wait in the queue goes to the slow path with nothing done yet.
+    /// Out of line: see *Code shape* above.
+    #[inline(never)]
+    pub(super) fn admit_fast(&self, may_wait: bool) -> Fast {
+        let id = self.id();
+        if reentry::is_inside(id) {
+            self.counters.reentrant.fetch_add(1, Relaxed);
+            return Fast::Reentrant;
+        }
+        if self.rate.is_enabled() {
+            return Fast::Slow;
+        }
+        match self.try_take_fast() {
+            Ok(()) => {
+                reentry::enter(id).forget();
+                self.counters.permitted.fetch_add(1, Relaxed);
+                self.telemetry.begin_sync_call(id);
+                self.begin_adaptive_sync(id);
+                Fast::Admitted
+            }
+            // Fail fast (`max_wait: 0`, the default): refuse without the slow path.
+            Err(reason) if !may_wait || self.max_wait_nanos.load(Relaxed) == 0 => {
+                self.refuse_fast(reason);
+                Fast::Refused(reason)
+            }
+            Err(_) => Fast::Slow,
+        }
+    }
+
+    /// Past [`admit_fast`](Self::admit_fast) (a rate limit, or a possible wait), the thread
+    /// not inside: for [`SemaphoreBulkhead::acquire`] (`may_wait`) the rate limit (waiting
+    /// up to its `timeout`), then a permit (waiting up to `max_wait`); for
+    /// [`try_acquire`](SemaphoreBulkhead::try_acquire) the same without waiting. `Ok` once
+    /// admitted: a held permit (counted `permitted`) whose mark is made; the caller builds
+    /// the [`Permit`] that owns both.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn admit_slow(&self, may_wait: bool) -> Result<(), BulkheadError> {
+        let inside = reentry::enter(self.id());
+        // On a refusal, `inside` drops and the mark goes with it.
+        let raw = if may_wait {
+            self.admit_blocking_slow()?
+        } else {
+            self.try_admit()?
+        };
+        hand_over(raw, inside);
+        Ok(())
+    }
+
+    /// [`SemaphoreBulkhead::acquire`] (`may_wait`) or
+    /// [`try_acquire`](SemaphoreBulkhead::try_acquire) when [`admit_fast`](Self::admit_fast)
+    /// did not admit: the refusal's error, or the slow path.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn not_admitted(
+        &self,
+        fast: Fast,
+        may_wait: bool,
+    ) -> Result<Permit<'_>, BulkheadError> {
+        match fast {
+            Fast::Refused(reason) => Err(self.error(reason)),
+            _ => self.admit_slow(may_wait),
+        }
+        .map(|()| Permit::admitted(self, true))
+    }
+
+    /// Returns the permit of a [`Permit`] held on this thread: removes the thread's
+    /// re-entry mark, counts `panicked` if the thread is panicking, gives the permit back.
+    /// Out of line: see *Code shape* above.
+    #[inline(never)]
+    pub(super) fn exit_held(&self) {
+        self.telemetry.end_sync_call(self.id());
+        reentry::leave(self.id());
+        if std::thread::panicking() {
+            self.counters.panicked.fetch_add(1, Relaxed);
+        }
+        if self.adaptive.may_sample() {
+            self.end_adaptive_sync(self.id());
+        }
+        self.release();
+    }
+
+    /// Blocking admission past the fast path: the rate limit (waiting up to its
+    /// `timeout`), then a permit (waiting up to `max_wait`).
+    #[cold]
+    pub(super) fn admit_blocking_slow(&self) -> Result<RawPermit<'_>, BulkheadError> {
+        self.rate
+            .acquire_blocking(&self.name)
+            .map_err(|err| self.refuse(err))?;
+        let refused = match self.try_take() {
+            Ok(()) => return Ok(self.admitted()),
+            Err(err) => err,
+        };
+        match self.max_wait_after(refused) {
+            Ok(max_wait) => {
+                let since = self.clock.now();
+                let waited = self.wait_blocking(max_wait);
+                self.record_wait(&waited, since);
+                self.settle(waited)
+            }
+            Err(refused) => Err(self.refuse(refused)),
+        }
+    }
+
+    /// After the count refused with `reason`: how long this caller may wait in the queue,
+    /// or `None` to refuse now (no `max_wait`, or shut down).
+    pub(super) fn max_wait_for(&self, reason: Reason) -> Option<Duration> {
+        let max_wait = Duration::from_nanos(self.max_wait_nanos.load(Relaxed));
+        (!max_wait.is_zero() && reason != Reason::ShutDown).then_some(max_wait)
+    }
+
+    /// After the fast path refused with `refused`: how long this caller may wait in the
+    /// queue, or the refusal to give now (no `max_wait`, or shut down).
+    pub(super) fn max_wait_after(&self, refused: BulkheadError) -> Result<Duration, BulkheadError> {
+        let max_wait = Duration::from_nanos(self.max_wait_nanos.load(Relaxed));
+        if max_wait.is_zero() || matches!(refused, BulkheadError::ShutDown { .. }) {
+            Err(refused)
+        } else {
+            Ok(max_wait)
+        }
+    }
+
+    /// Records the wait of a caller that queued since `since` and was granted a permit.
+    pub(super) fn record_wait(&self, waited: &Waited, since: Instant) {
+        if matches!(waited, Waited::Granted) {
+            let now = self.clock.now();
+            self.telemetry
+                .record_wait(now.saturating_duration_since(since));
+        }
+    }
+
+    /// Turns the end of a wait in the queue into a permit or a counted refusal.
+    pub(super) fn settle(&self, waited: Waited) -> Result<RawPermit<'_>, BulkheadError> {
+        match waited {
+            Waited::Granted => Ok(self.admitted()),
+            Waited::TimedOut(waited) => Err(self.refuse(self.timeout(waited))),
+            Waited::ShutDown => Err(self.refuse(self.shut_down())),
+        }
+    }
+
+    /// A permit for an admitted call, counted `permitted`.
+    #[inline]
+    pub(super) fn admitted(&self) -> RawPermit<'_> {
+        self.counters.permitted.fetch_add(1, Relaxed);
+        RawPermit::new(self, true)
+    }
+
+    /// An inline permit for a re-entrant call, counted `reentrant`; holds nothing.
+    pub(super) fn reentrant(&self) -> RawPermit<'_> {
+        self.counters.reentrant.fetch_add(1, Relaxed);
+        RawPermit::new(self, false)
+    }
+
+    /// The error of a fast-path refusal, built only once the caller has it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn error(&self, reason: Reason) -> BulkheadError {
+        match reason {
+            Reason::Full => BulkheadError::Full {
+                name: self.name.clone(),
+            },
+            Reason::ShutDown => self.shut_down(),
+        }
+    }
+
+    /// The refusal of an admitted async call whose body was still running `after` the
+    /// permit was taken: reported and counted like a refusal.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn call_timed_out(&self, after: Duration) -> BulkheadError {
+        let error = BulkheadError::CallTimeout {
+            name: self.name.clone(),
+            after,
+        };
+        self.report_refusal(&error);
+        self.counters.refuse(error.clone());
+        error
+    }
+
+    pub(super) fn shut_down(&self) -> BulkheadError {
+        BulkheadError::ShutDown {
+            name: self.name.clone(),
+        }
+    }
+
+    pub(super) fn timeout(&self, waited: Duration) -> BulkheadError {
+        BulkheadError::Timeout {
+            name: self.name.clone(),
+            waited,
+        }
+    }
+
+    /// Counts and reports a refusal, handing the error back.
+    #[inline]
+    pub(super) fn refuse(&self, err: BulkheadError) -> BulkheadError {
+        // Relaxed loads decide whether anyone records WARN events or listens to events;
+        // only then is anything built (a refusal storm with neither costs nothing extra).
+        if self.telemetry.refusals_observed() {
+            self.report_refusal(&err);
+        }
+        self.counters.refuse(err)
+    }
+
+    /// [`refuse`](Self::refuse) for a fast-path refusal: counted by its reason; the error
+    /// is built only for a WARN subscriber or an event listener.
+    #[inline]
+    pub(super) fn refuse_fast(&self, reason: Reason) {
+        if self.telemetry.refusals_observed() {
+            self.report_refusal_fast(reason);
+        }
+        self.counters.refused[reason as usize].fetch_add(1, Relaxed);
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub(super) fn report_refusal_fast(&self, reason: Reason) {
+        self.report_refusal(&self.error(reason));
+    }
+
+    /// The WARN event and the listeners of one refusal: reason, active, queued (callers
+    /// waiting), limit. Never called with the waiter queue locked.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn report_refusal(&self, err: &BulkheadError) {
+        self.telemetry.on_refused(err, || Load {
+            active: self.running(),
+            queued: u32::try_from(self.waiters.lock().queue.len()).unwrap_or(u32::MAX),
+            limit: self.limit.load(Relaxed),
+        });
+    }
+}
+
+/// Keeps an admitted permit and its thread mark for the [`Permit`] the caller builds with
+/// [`Permit::admitted`] (which returns both when dropped).
+fn hand_over(raw: RawPermit<'_>, inside: reentry::Entered) {
+    debug_assert!(raw.held);
+    inside.forget();
+    raw.shared.telemetry.begin_sync_call(raw.shared.id());
+    raw.shared.begin_adaptive_sync(raw.shared.id());
+    std::mem::forget(raw);
+}

@@ -1,0 +1,243 @@
+//! The semaphore bulkhead's handle, past its calls: live changes (limits, `max_wait`,
+//! fairness, rate limit, adaptive limit, call timeout), shutdown, and the snapshot. Each
+//! change applies to acquisitions that start after it; none cancels an admitted call.
+
+use std::sync::atomic::Ordering::{Acquire as AcquireOrd, Relaxed};
+use std::time::Duration;
+
+use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, SemaphoreConfig};
+
+use super::state::{available, clamp_u32};
+use super::{Acquire, AsyncPermit, OwnedPermit, SemaphoreBulkhead};
+use crate::BulkheadError;
+use crate::adaptive::calls;
+use crate::clock::duration_nanos;
+use crate::rate_limit::RateLimiter;
+use crate::snapshot::BulkheadSnapshot;
+use crate::telemetry::Telemetry;
+
+impl SemaphoreBulkhead {
+    /// Sets (or, with `None`, removes) how long an admitted async call may run; for
+    /// building: `SemaphoreBulkhead::new(..).with_call_timeout(config.timeout.map(..))`.
+    /// A synchronous body runs on the caller's thread and cannot be stopped, so it is not
+    /// timed.
+    pub fn with_call_timeout(self, timeout: Option<Duration>) -> Self {
+        self.set_call_timeout(timeout);
+        self
+    }
+
+    /// Changes the call timeout live, for calls admitted after this.
+    pub fn set_call_timeout(&self, timeout: Option<Duration>) {
+        self.shared.call_timeout.set(timeout);
+    }
+
+    /// The call timeout, if one is set.
+    pub fn call_timeout(&self) -> Option<Duration> {
+        self.shared.call_timeout.get()
+    }
+
+    /// Adds (or, with `None`, removes) a rate limit checked before each admission; for
+    /// building: `SemaphoreBulkhead::new(..).with_rate_limit(config.rate_limit.as_ref())`.
+    ///
+    /// ```
+    /// use bulkhead_config_types::{Duration, RateLimitConfig, SemaphoreConfig};
+    /// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+    ///
+    /// let limit = RateLimitConfig::per_process(1, Duration::from_secs(60));
+    /// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
+    ///     .with_rate_limit(Some(&limit));
+    /// assert_eq!(search.call(|| "first"), Ok("first"));
+    /// let err = search.call(|| "second").unwrap_err();
+    /// assert!(matches!(err, BulkheadError::RateLimited { .. }));
+    /// assert!(err.retry_after().unwrap() <= std::time::Duration::from_secs(60));
+    /// ```
+    pub fn with_rate_limit(self, config: Option<&RateLimitConfig>) -> Self {
+        self.set_rate_limit(config);
+        self
+    }
+
+    /// Changes the rate limit live (`None` removes it); see [`RateLimiter::reconfigure`].
+    pub fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
+        self.shared.rate.reconfigure(config);
+    }
+
+    /// The rate limiter checked before each admission.
+    pub fn rate_limiter(&self) -> &RateLimiter {
+        &self.shared.rate
+    }
+
+    /// Applies new limits live.
+    ///
+    /// Growing `max_concurrent_calls` hands the new permits to waiters first. Shrinking never
+    /// cancels admitted calls and never blocks: permits above the new limit are retired as
+    /// their holders release them. `max_wait` and `fair` apply to acquisitions that start
+    /// after the call.
+    pub fn resize(&self, config: &SemaphoreConfig) {
+        let shared = &*self.shared;
+        shared
+            .max_wait_nanos
+            .store(duration_nanos(config.max_wait.as_std()), Relaxed);
+        shared.fair.store(config.fair, Relaxed);
+        let declared = config.max_concurrent_calls;
+        shared.declared.store(declared, Relaxed);
+        shared.set_limit(shared.adaptive.limit_for_declared(declared));
+    }
+
+    /// Adds (or, with `None`, removes) an adaptive limit; for building:
+    /// `SemaphoreBulkhead::new(..).with_adaptive(config.adaptive.as_ref())`.
+    ///
+    /// The limit then follows the latency and drops of the calls, between the
+    /// configured bounds and never above `max_concurrent_calls`
+    /// ([`crate::adaptive`]).
+    ///
+    /// ```
+    /// use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
+    /// use bulkhead_core::SemaphoreBulkhead;
+    ///
+    /// let config = SemaphoreConfig { max_concurrent_calls: 100, ..SemaphoreConfig::default() };
+    /// let adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(2, 10, 50);
+    /// let search = SemaphoreBulkhead::new("search", &config).with_adaptive(Some(&adaptive));
+    /// assert_eq!(search.limit(), 10);
+    /// search.set_adaptive(None);
+    /// assert_eq!(search.limit(), 100);
+    /// ```
+    pub fn with_adaptive(self, config: Option<&AdaptiveConfig>) -> Self {
+        self.set_adaptive(config);
+        self
+    }
+
+    /// Changes the adaptive limit live (`None`: back to `max_concurrent_calls`). The same
+    /// algorithm with the same parameters keeps what it learned. Like
+    /// [`resize`](Self::resize), it never cancels admitted calls.
+    pub fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
+        let shared = &*self.shared;
+        let declared = shared.declared.load(Relaxed);
+        shared
+            .adaptive
+            .configure(config, declared, |limit| shared.set_limit(limit));
+    }
+
+    /// Marks the call running under the innermost permit of this bulkhead held on this
+    /// thread (or, within an async body, on this task) as overloaded: see
+    /// [`adaptive::mark_overloaded`](crate::adaptive::mark_overloaded).
+    pub fn mark_overloaded(&self) -> bool {
+        calls::mark_sync(self.shared.id()) || calls::mark_overloaded()
+    }
+
+    /// Stops admission and waits (through the bulkhead's clock) at most `timeout` for the
+    /// calls that hold a permit to finish.
+    ///
+    /// Callers waiting for a permit and every later acquisition are refused with
+    /// [`BulkheadError::ShutDown`]. Running calls are never interrupted: those still
+    /// running when `timeout` passes are reported, and release their permits normally.
+    pub fn shutdown(&self, timeout: Duration) -> SemaphoreShutdown {
+        let shared = &*self.shared;
+        // `None`: a timeout too long for an `Instant` (`Duration::MAX`) waits for good.
+        let deadline = shared.clock.now().checked_add(timeout);
+        let waiters_refused = shared.close(std::thread::current());
+        let still_running = loop {
+            let running = shared.running();
+            if running == 0 || deadline.is_some_and(|d| shared.clock.now() >= d) {
+                break running;
+            }
+            match deadline {
+                Some(deadline) => shared.clock.park_until(deadline),
+                None => std::thread::park(),
+            }
+        };
+        shared.waiters.lock().drain = None;
+        SemaphoreShutdown {
+            waiters_refused,
+            still_running,
+        }
+    }
+
+    /// True once [`shutdown`](Self::shutdown) has been called.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.is_shut_down()
+    }
+
+    /// A point-in-time view of the bulkhead's limits, load and counters.
+    pub fn snapshot(&self) -> BulkheadSnapshot {
+        let shared = &*self.shared;
+        // Counters first: a call admitted after this read but seen running below makes
+        // `completed` one short for a moment, never one too many.
+        let mut calls = shared.counters.counts();
+        let (limit, state, waiting) = {
+            let waiters = shared.waiters.lock();
+            (
+                shared.limit.load(Relaxed),
+                shared.state.load(AcquireOrd),
+                waiters.queue.len(),
+            )
+        };
+        let active = clamp_u32(limit as isize - available(state));
+        calls.completed = calls
+            .permitted
+            .saturating_sub(calls.panicked + calls.cancelled + u64::from(active));
+        BulkheadSnapshot {
+            name: shared.name.clone(),
+            kind: Kind::Semaphore,
+            limit,
+            active,
+            available: clamp_u32(available(state)),
+            waiting: u32::try_from(waiting).unwrap_or(u32::MAX),
+            queued: 0,
+            queue_capacity: None,
+            pool_size: None,
+            largest_pool_size: None,
+            calls,
+            wait_time: shared.telemetry.wait_time(calls.permitted),
+            queue_time: None,
+            call_duration: shared.telemetry.call_duration(),
+            saturation: shared.telemetry.saturation(active, limit, 0, 0),
+            adaptive: shared.adaptive.snapshot(),
+            rate_limit_store_errors: shared.rate.store_errors(),
+            partitions: shared.shares.partition_snapshots(limit),
+            per_key: shared.shares.per_key_snapshot(),
+        }
+    }
+
+    /// Counts a call this bulkhead refused that a fallback answered instead
+    /// (`bulkhead_fallbacks_total`). `#[bulkhead(…, fallback = …)]` calls it; call it
+    /// from a fallback of your own.
+    pub fn record_fallback(&self) {
+        self.shared.counters.fallbacks.fetch_add(1, Relaxed);
+    }
+
+    /// Spans, histograms, saturation thresholds and events of this bulkhead.
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.shared.telemetry
+    }
+
+    /// Partitions and per-key caps (`crate::shares`).
+    pub(crate) fn shares(&self) -> &crate::shares::Layers {
+        &self.shared.shares
+    }
+
+    /// Counts and reports a refusal decided in front of admission (`crate::shares`).
+    pub(crate) fn refuse(&self, err: BulkheadError) -> BulkheadError {
+        self.shared.refuse(err)
+    }
+
+    /// `permit` (of this bulkhead) as an [`OwnedPermit`].
+    pub(crate) fn own(&self, permit: AsyncPermit<'_>) -> OwnedPermit {
+        OwnedPermit::new(self.clone(), permit.into_parts())
+    }
+
+    /// [`acquire_async`](Self::acquire_async) that never queues: a borrowing partition's.
+    pub(crate) fn try_acquire_async(&self) -> Acquire<'_> {
+        Acquire::without_waiting(&self.shared)
+    }
+}
+
+/// What [`SemaphoreBulkhead::shutdown`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct SemaphoreShutdown {
+    /// Callers that were waiting for a permit and were refused with `ShutDown`.
+    pub waiters_refused: u64,
+    /// Calls still holding a permit when the timeout passed (0: everything finished).
+    pub still_running: u32,
+}

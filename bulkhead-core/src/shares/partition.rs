@@ -1,0 +1,243 @@
+//! Partitions: named shares of one semaphore bulkhead's limit (`partitions: { live: 0.8,
+//! batch: 0.2 }`), decided in front of the bulkhead's own admission.
+//!
+//! Each partition counts its calls *in flight* (holding a permit or waiting for one). A
+//! call counts itself in with one `fetch_add`; the value it replaced decides its path:
+//!
+//! * below the partition's guarantee (`floor(share × limit)`, the limit read now, so a
+//!   resized or adaptive limit moves every guarantee with it): the call is admitted as the
+//!   bulkhead admits any call, and may wait up to `max_wait` in its first-come queue;
+//! * at or above it: the call **borrows**: it takes a permit only if one is free at that
+//!   instant and nobody is queued (`try_acquire`), and never waits.
+//!
+//! # Invariants
+//!
+//! 1. The bulkhead's limit is never exceeded: every admitted call holds one of the
+//!    bulkhead's own permits, taken by its compare-and-swap. Nothing here reads an
+//!    in-flight total and then acts on it, the check-then-act race by which partitioned
+//!    limiters have let partitions together exceed their global limit.
+//! 2. At most `guaranteed` calls of a partition take the waiting path at a time: the
+//!    `fetch_add` hands out distinct previous values, so no two calls see the same one.
+//! 3. Only calls below their guarantee wait. The bulkhead is fair (validation requires it
+//!    with partitions): while anyone waits, newcomers find no free permit, and a released
+//!    permit — borrowed or not — goes to the longest waiter. Borrowed capacity is thus
+//!    given back at the borrower's next release.
+//! 4. A call's count is taken back exactly once: when it is refused, when its permit is
+//!    re-entrant (it holds nothing), or when its permit drops.
+//!
+//! The names are fixed when the partitions are first set; their shares may change live.
+
+use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
+
+use bulkhead_config_types::{Partitions, guaranteed_slots};
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// The partitions of one bulkhead: a fixed list of names, each with its live state.
+pub(crate) struct PartitionTable {
+    partitions: Box<[PartitionState]>,
+}
+
+/// One partition's share and counters.
+pub(crate) struct PartitionState {
+    name: Box<str>,
+    /// The share, as `f64` bits (changed live by a reload).
+    share: AtomicU64,
+    /// Calls holding a permit or waiting for one.
+    in_flight: CachePadded<AtomicU32>,
+    admitted: AtomicU64,
+    borrowed: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// Why new partitions could not replace the running ones: their names differ.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the partitions are named {running:?} and the new config names {configured:?}: a running \
+     bulkhead's partition names are fixed (the code checks them when it is built); a deploy \
+     may change their shares only"
+)]
+#[non_exhaustive]
+pub struct PartitionNamesChanged {
+    /// The names in force.
+    pub running: Vec<String>,
+    /// The names of the refused config.
+    pub configured: Vec<String>,
+}
+
+/// A point-in-time view of one partition.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct PartitionSnapshot {
+    /// The partition's name.
+    pub name: String,
+    /// Its share of the limit.
+    pub share: f64,
+    /// The permits it is guaranteed under the limit in force: `floor(share × limit)`.
+    pub guaranteed: u32,
+    /// Its calls holding a permit or waiting for one, right now.
+    pub in_flight: u32,
+    /// Its calls admitted so far.
+    pub admitted: u64,
+    /// Of those, the calls admitted while the partition was at or above its guarantee
+    /// (capacity borrowed from the others or from the unshared remainder).
+    pub borrowed: u64,
+    /// Its calls refused so far, for any reason.
+    pub refused: u64,
+}
+
+impl PartitionTable {
+    pub(crate) fn new(partitions: &Partitions) -> Self {
+        PartitionTable {
+            partitions: partitions
+                .shares
+                .iter()
+                .map(|(name, share)| PartitionState {
+                    name: name.as_str().into(),
+                    share: AtomicU64::new(share.to_bits()),
+                    in_flight: CachePadded::new(AtomicU32::new(0)),
+                    admitted: AtomicU64::new(0),
+                    borrowed: AtomicU64::new(0),
+                    refused: AtomicU64::new(0),
+                })
+                .collect(),
+        }
+    }
+
+    /// The index of the partition named `name`.
+    pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
+        self.partitions.iter().position(|p| &*p.name == name)
+    }
+
+    pub(crate) fn get(&self, index: usize) -> Option<&PartitionState> {
+        self.partitions.get(index)
+    }
+
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.partitions.iter().map(|p| &*p.name)
+    }
+
+    /// `Ok` when `partitions` has the running names (their shares may differ).
+    pub(crate) fn check_names(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+        let same = partitions.shares.len() == self.partitions.len()
+            && partitions.names().zip(self.names()).all(|(a, b)| a == b);
+        if same {
+            return Ok(());
+        }
+        Err(PartitionNamesChanged {
+            running: self.names().map(str::to_owned).collect(),
+            configured: partitions.names().map(str::to_owned).collect(),
+        })
+    }
+
+    /// Takes the new shares when the names are the same.
+    pub(crate) fn set_shares(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+        self.check_names(partitions)?;
+        for (state, share) in self.partitions.iter().zip(partitions.shares.values()) {
+            state.share.store(share.to_bits(), Relaxed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn snapshot(&self, limit: u32) -> Vec<PartitionSnapshot> {
+        self.partitions
+            .iter()
+            .map(|p| {
+                let share = f64::from_bits(p.share.load(Relaxed));
+                PartitionSnapshot {
+                    name: p.name.to_string(),
+                    share,
+                    guaranteed: guaranteed_slots(share, limit),
+                    in_flight: p.in_flight.load(Relaxed),
+                    admitted: p.admitted.load(Relaxed),
+                    borrowed: p.borrowed.load(Relaxed),
+                    refused: p.refused.load(Relaxed),
+                }
+            })
+            .collect()
+    }
+}
+
+impl PartitionState {
+    /// Counts a call in under `limit`; `true` when it is within the guarantee (it may
+    /// wait), `false` when it borrows (invariant 2).
+    #[inline]
+    pub(crate) fn enter(&self, limit: u32) -> bool {
+        let guaranteed = guaranteed_slots(f64::from_bits(self.share.load(Relaxed)), limit);
+        self.in_flight.fetch_add(1, AcqRel) < guaranteed
+    }
+
+    /// Takes a call's count back (invariant 4).
+    #[inline]
+    pub(crate) fn leave(&self) {
+        self.in_flight.fetch_sub(1, Release);
+    }
+
+    /// Counts an admission (`borrowed`: admitted at or above the guarantee).
+    #[inline]
+    pub(crate) fn admitted(&self, borrowed: bool) {
+        self.admitted.fetch_add(1, Relaxed);
+        if borrowed {
+            self.borrowed.fetch_add(1, Relaxed);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn refused(&self) {
+        self.refused.fetch_add(1, Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn table() -> PartitionTable {
+        PartitionTable::new(&Partitions::new([("live", 0.8), ("batch", 0.2)]))
+    }
+
+    #[test]
+    fn calls_below_the_guarantee_may_wait_and_the_rest_borrow() {
+        let table = table();
+        let batch = table.get(table.index_of("batch").unwrap()).unwrap();
+        // A limit of 10 guarantees batch 2.
+        assert!(batch.enter(10));
+        assert!(batch.enter(10));
+        assert!(!batch.enter(10), "the third batch call borrows");
+        batch.leave();
+        assert!(!batch.enter(10), "two are still in flight");
+        batch.leave();
+        batch.leave();
+        assert!(batch.enter(10), "one in flight: below the guarantee again");
+    }
+
+    #[test]
+    fn the_guarantee_follows_the_limit() {
+        let table = table();
+        let live = table.get(table.index_of("live").unwrap()).unwrap();
+        for _ in 0..4 {
+            assert!(live.enter(5), "0.8 of 5 is 4");
+        }
+        assert!(!live.enter(5));
+        assert!(
+            live.enter(10),
+            "0.8 of 10 is 8: the sixth call is guaranteed again"
+        );
+    }
+
+    #[test]
+    fn shares_change_live_but_names_do_not() {
+        let table = table();
+        table
+            .set_shares(&Partitions::new([("live", 0.5), ("batch", 0.5)]))
+            .unwrap();
+        assert_eq!(table.snapshot(10)[0].guaranteed, 5, "batch sorts first");
+        let err = table
+            .set_shares(&Partitions::new([("live", 0.5), ("bulk", 0.5)]))
+            .unwrap_err();
+        assert_eq!(err.running, ["batch", "live"]);
+        assert!(err.to_string().contains("may change their shares only"));
+    }
+}

@@ -1,0 +1,261 @@
+//! Async jobs: an async call's body runs to completion on a worker (`block_on`), and its
+//! outcome waits in the job itself for the awaiting caller, who holds the same `Arc`: one
+//! allocation per call, no channel.
+//!
+//! Invariants (all under the job's one lock, `slot`):
+//! * the stage only moves forward: `Queued` → `Running` → `Ran` → `Ready` → `Done`, or
+//!   `Queued` → `Ready` (failed or abandoned before it ran) → `Done`, or to `Done` at once
+//!   when the caller has gone away;
+//! * the caller gets exactly one outcome — the body's result, its panic, or the input back
+//!   with a refusal — unless it went away first; then the outcome is dropped on the worker,
+//!   quietly (a panicking `Drop` never takes the worker down), and a job whose caller went
+//!   away before it started is never run;
+//! * the outcome becomes `Ready` (and the caller's waker is woken) only in `deliver`, after
+//!   the pool has counted the task, so a caller that returns sees its call counted.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use super::job::{Job, Outcome};
+use crate::BulkheadError;
+use crate::context::CapturedContext;
+use crate::events::CallOutcome;
+use crate::sync::Mutex;
+
+/// Drops a user value on a worker; a panicking `Drop` must not take the worker down.
+fn drop_quietly<T>(value: T) {
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(value)));
+}
+
+/// What tokio's "no reactor" panic means on a pool's worker, and how to fix it.
+#[cfg(not(feature = "tokio"))]
+pub(crate) const NO_RUNTIME_HELP: &str = "an `async` body of a thread-pool bulkhead runs on \
+    the pool's own worker thread, where no tokio runtime is entered: enable the `tokio` \
+    feature of the `bulkhead` crate (`bulkhead = { features = [\"tokio\"] }`), and the worker \
+    enters the runtime of the task that awaits the call";
+/// What tokio's "no reactor" panic means on a pool's worker, and how to fix it.
+#[cfg(feature = "tokio")]
+pub(crate) const NO_RUNTIME_HELP: &str = "an `async` body of a thread-pool bulkhead runs on \
+    the pool's own worker thread, which enters the tokio runtime of the task that awaits the \
+    call — and this call was awaited outside any tokio runtime: await it from a tokio task";
+
+/// A panic of an async body that used tokio where no tokio runtime is entered ("there is no
+/// reactor running") gets [`NO_RUNTIME_HELP`] added to its message, for the caller it is
+/// resumed on (and is reported as an error event here, since resuming a panic on the
+/// caller prints nothing). Any other panic is passed on as it is.
+pub(crate) fn explain_missing_runtime(payload: Box<dyn Any + Send>) -> Box<dyn Any + Send> {
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied());
+    match message {
+        Some(message) if message.contains("no reactor running") => {
+            let explained = format!("{message}\nhelp: {NO_RUNTIME_HELP}");
+            tracing::error!(target: crate::telemetry::TARGET, "{explained}");
+            Box::new(explained)
+        }
+        _ => payload,
+    }
+}
+
+/// An async call's job: the body's future runs to completion on the worker; the outcome
+/// waits here for the caller.
+pub(crate) struct AsyncTask<I, F, Out> {
+    slot: Mutex<Slot<I, F, Out>>,
+    /// The caller's span and propagated context, entered on the worker around the body.
+    context: CapturedContext,
+    #[cfg(feature = "tokio")]
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+struct Slot<I, F, Out> {
+    stage: Stage<I, F, Out>,
+    /// The waker of the caller's last pending poll.
+    waker: Option<Waker>,
+    /// The caller dropped its future: nothing is run or delivered any more.
+    caller_gone: bool,
+}
+
+enum Stage<I, F, Out> {
+    /// Waiting for a worker: the input and the body.
+    Queued(I, F),
+    /// A worker runs the body.
+    Running,
+    /// The body is over; the outcome waits for [`Job::deliver`].
+    Ran(Outcome<I, Out>),
+    /// The caller may take the outcome.
+    Ready(Outcome<I, Out>),
+    /// The caller took the outcome, or went away.
+    Done,
+}
+
+impl<I, F, Out> Slot<I, F, Out> {
+    /// Makes `outcome` the caller's (returning its waker to wake outside the lock), or hands
+    /// it back to be dropped when the caller has gone away.
+    fn ready(&mut self, outcome: Outcome<I, Out>) -> Result<Option<Waker>, Outcome<I, Out>> {
+        if self.caller_gone {
+            self.stage = Stage::Done;
+            return Err(outcome);
+        }
+        self.stage = Stage::Ready(outcome);
+        Ok(self.waker.take())
+    }
+}
+
+impl<I, F, Fut> AsyncTask<I, F, Fut::Output>
+where
+    I: Send + 'static,
+    F: FnOnce(I) -> Fut + Send + 'static,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    /// A job for `body(input)`: the pool's handle and the caller's, one allocation. With
+    /// feature `tokio`, the current tokio runtime (if any) is entered on the worker.
+    pub(crate) fn job(input: I, body: F) -> (Arc<dyn Job>, Arc<Self>) {
+        let task = Arc::new(AsyncTask {
+            slot: Mutex::new(Slot {
+                stage: Stage::Queued(input, body),
+                waker: None,
+                caller_gone: false,
+            }),
+            context: CapturedContext::capture(),
+            #[cfg(feature = "tokio")]
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        });
+        (Arc::clone(&task) as Arc<dyn Job>, task)
+    }
+}
+
+impl<I, F, Out> AsyncTask<I, F, Out> {
+    /// The caller's poll: the outcome once delivered, else its waker is kept.
+    pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<I, Out>> {
+        let mut slot = self.slot.lock();
+        match std::mem::replace(&mut slot.stage, Stage::Done) {
+            Stage::Ready(outcome) => Poll::Ready(outcome),
+            Stage::Done => outcome_lost(),
+            stage => {
+                slot.stage = stage;
+                match &mut slot.waker {
+                    Some(waker) => waker.clone_from(cx.waker()),
+                    None => slot.waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    /// The caller drops its future: a job not yet started is never run, and an outcome
+    /// not yet taken is dropped (here if it is ready, else on the worker).
+    pub(crate) fn caller_gone(&self) {
+        let (stage, waker) = {
+            let mut slot = self.slot.lock();
+            slot.caller_gone = true;
+            let stage = match slot.stage {
+                Stage::Ready(_) => std::mem::replace(&mut slot.stage, Stage::Done),
+                _ => Stage::Done,
+            };
+            (stage, slot.waker.take())
+        };
+        drop((stage, waker));
+    }
+
+    /// Fails or abandons a job that has not run: the input comes back in `outcome(input)`.
+    fn end_unrun(&self, outcome: impl FnOnce(I) -> Outcome<I, Out>) {
+        let mut slot = self.slot.lock();
+        let Stage::Queued(input, body) = std::mem::replace(&mut slot.stage, Stage::Done) else {
+            // Already run, failed or abandoned: the stage stays as it was.
+            return;
+        };
+        let ready = slot.ready(outcome(input));
+        drop(slot);
+        drop_quietly(body);
+        match ready {
+            Ok(waker) => waker.into_iter().for_each(Waker::wake),
+            Err(outcome) => drop_quietly(outcome),
+        }
+    }
+}
+
+#[cold]
+fn outcome_lost() -> ! {
+    // The caller takes the outcome once, and stops polling after it.
+    panic!("bulkhead bug: a pool job's outcome was taken twice")
+}
+
+impl<I, F, Fut> Job for AsyncTask<I, F, Fut::Output>
+where
+    I: Send + 'static,
+    F: FnOnce(I) -> Fut + Send + 'static,
+    Fut: std::future::Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    fn run(&self) -> CallOutcome {
+        let (input, body) = {
+            let mut slot = self.slot.lock();
+            match std::mem::replace(&mut slot.stage, Stage::Running) {
+                Stage::Queued(input, body) if !slot.caller_gone => (input, body),
+                Stage::Queued(input, body) => {
+                    // The caller dropped its future before the body started: never run it.
+                    slot.stage = Stage::Done;
+                    drop(slot);
+                    drop_quietly((input, body));
+                    return CallOutcome::Cancelled;
+                }
+                stage => {
+                    slot.stage = stage;
+                    return CallOutcome::Cancelled;
+                }
+            }
+        };
+        let result = {
+            let _context = self.context.enter();
+            #[cfg(feature = "tokio")]
+            let _runtime = self.runtime.as_ref().map(|handle| handle.enter());
+            catch_unwind(AssertUnwindSafe(move || {
+                futures_executor::block_on(body(input))
+            }))
+        };
+        let (outcome, ran) = match result {
+            Ok(value) => (Outcome::Ran(value), CallOutcome::Completed),
+            Err(payload) => (
+                Outcome::Panicked(explain_missing_runtime(payload)),
+                CallOutcome::Panicked,
+            ),
+        };
+        self.slot.lock().stage = Stage::Ran(outcome);
+        ran
+    }
+
+    fn deliver(&self) {
+        let mut slot = self.slot.lock();
+        let Stage::Ran(outcome) = std::mem::replace(&mut slot.stage, Stage::Done) else {
+            return;
+        };
+        let ready = slot.ready(outcome);
+        drop(slot);
+        match ready {
+            Ok(waker) => waker.into_iter().for_each(Waker::wake),
+            // A caller that went away while the body ran: the result is discarded.
+            Err(outcome) => drop_quietly(outcome),
+        }
+    }
+
+    fn fail(&self, error: BulkheadError) {
+        self.end_unrun(|input| Outcome::Refused(input, error));
+    }
+
+    fn abandon(&self) {
+        self.end_unrun(Outcome::Abandoned);
+    }
+}
+
+impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
+    fn drop(&mut self) {
+        // The last handle may be the worker's (the caller went away): whatever is left of
+        // the caller's values is dropped quietly.
+        let stage = std::mem::replace(&mut self.slot.lock().stage, Stage::Done);
+        drop_quietly(stage);
+    }
+}

@@ -1,0 +1,257 @@
+//! A worker thread: a loop over [`WorkerState`] that looks at the queue under the pool's
+//! lock (moving the inbox into it first), runs or fails one task outside it, parks when
+//! idle, and retires through one path.
+//!
+//! Invariants:
+//! * a finished task's slot is freed and counted under the lock, in the same critical
+//!   section that takes the next task (so admission never sees a slot whose task is neither
+//!   queued nor running), and before its caller is woken (so a caller that returns can call
+//!   again at once and sees its call counted);
+//! * a worker claimed for a queued task (`pending`) settles the claim at its next look: it
+//!   takes a task, or retires and passes the claim to an idle worker when tasks are left;
+//! * a worker that goes idle looks at the inbox once more before it parks (see `Step::Park`
+//!   in `worker_main`, and `Shared::enqueue`);
+//! * a worker retires only when it is surplus (more threads than `max_threads`), idle above
+//!   `core_threads` for `keep_alive`, or the pool shuts down with an empty queue.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use super::job::{Finished, JobRef};
+use super::queue::{Entry, Taken};
+use super::shared::{PoolState, Shared, deadline, park};
+use crate::BulkheadError;
+use crate::adaptive::calls::{self, CallStart};
+use crate::events::CallOutcome;
+use crate::reentry;
+use crate::sync::Arc;
+
+/// How long an idle worker stays awake for the next task before it parks. A caller that
+/// submits again within it (the common case for a busy pool) hands its task over without a
+/// futex wake-up on either side. Measured with the machine's clock, not the pool's: it
+/// decides no outcome, only when to sleep.
+const IDLE_SPIN: Duration = Duration::from_micros(20);
+
+/// Where a worker is between two looks at the queue.
+enum WorkerState {
+    /// Claimed for a queued task (spawned for it, woken by `enqueue`, or back from failing a
+    /// stale task): counted in `pending` until its next look.
+    Claimed,
+    /// Ran a task: its slot is freed and counted at the next look, and its caller woken
+    /// right after.
+    Ran(CallOutcome, Finished),
+    /// In the idle list since the instant held (parked, or woken without a claim: a resize,
+    /// a shutdown, or keep-alive running out).
+    Idle(Instant),
+}
+
+/// What a worker does after a look at the queue, outside the lock.
+pub(super) enum Step {
+    /// Run this task, `active` tasks running with it.
+    Run(Entry, u32),
+    /// Fail this task, which waited `Duration` (too long), with `QueueTimeout`.
+    FailStale(Entry, Duration),
+    /// Nothing to do: stay idle (in the idle list since `since`) until woken, or until
+    /// `until` (keep-alive). `claims` is the idle-claim count seen under the lock.
+    Park {
+        since: Instant,
+        until: Option<Instant>,
+        claims: u64,
+    },
+    /// Leave the loop, waking these threads (a worker the claim is passed to, the shutdown).
+    Retire([Option<Thread>; 2]),
+}
+
+/// A worker's thread: takes queued tasks until it retires.
+pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
+    // Everything this thread runs is inside the bulkhead: nested calls run inline.
+    let _inside = reentry::enter(shared.id());
+    let me = std::thread::current();
+    let mut state = WorkerState::Claimed;
+    loop {
+        let mut st = shared.lock_state();
+        let mut delivery = None;
+        // Settle the last state; `Some(since)` while this worker is still in the idle list.
+        let idle_since = match state {
+            WorkerState::Ran(outcome, finished) => {
+                st.active -= 1;
+                shared.release();
+                if st.shutting_down {
+                    st.drained += 1;
+                }
+                shared.count(outcome);
+                delivery = Some(finished);
+                None
+            }
+            WorkerState::Idle(since) if st.is_idle(worker) => Some(since),
+            // Claimed (by `enqueue`, which took it out of the idle list, or before).
+            WorkerState::Idle(_) | WorkerState::Claimed => {
+                st.pending = st.pending.saturating_sub(1);
+                None
+            }
+        };
+        let step = shared.next_step(&mut st, worker, idle_since, &me);
+        drop(st);
+        // Outside the lock: wake the caller of the task just counted, then one room waiter.
+        if let Some(finished) = delivery {
+            finished.deliver();
+            shared.room.wake_one();
+        }
+        state = match step {
+            Step::Run(entry, active) => {
+                let telemetry = &shared.telemetry;
+                let queued = shared.clock.now().saturating_duration_since(entry.enqueued);
+                telemetry.record_queue_time(queued);
+                let started = telemetry.run_started();
+                let (outcome, finished) = shared.run_taken(entry.job, active);
+                telemetry.on_finished(started, outcome);
+                WorkerState::Ran(outcome, finished)
+            }
+            Step::FailStale(entry, waited) => {
+                shared.telemetry.record_queue_time(waited);
+                let name = shared.name.clone();
+                shared.fail_admitted(entry.job, BulkheadError::QueueTimeout { name, waited });
+                WorkerState::Claimed
+            }
+            Step::Park {
+                since,
+                until,
+                claims,
+            } => {
+                // Idle, so `direct` is clear (written as the lock was released). A caller that
+                // put a task into the inbox before it saw that is found here, after the fence
+                // that pairs with the caller's; one that comes later sees `direct` clear and
+                // claims an idle worker under the lock.
+                if !shared.inbox_has_work_after_idle() {
+                    stay_awake(&shared, claims);
+                    park(&*shared.clock, until);
+                }
+                WorkerState::Idle(since)
+            }
+            Step::Retire(wake) => {
+                for thread in wake.into_iter().flatten() {
+                    thread.unpark();
+                }
+                return;
+            }
+        };
+    }
+}
+
+/// Registered idle, stays awake for up to [`IDLE_SPIN`] before parking (crossbeam's
+/// `Backoff`: ~127 spin hints, then yielding the CPU to anything that wants it): a task
+/// enqueued meanwhile claims this worker and unparks it before it sleeps, which costs
+/// neither side a futex call. Stops as soon as some idle worker is claimed.
+fn stay_awake(shared: &Shared, claims: u64) {
+    let backoff = crossbeam_utils::Backoff::new();
+    let awake_until = Instant::now() + IDLE_SPIN;
+    while shared.idle_claims.load(Relaxed) == claims {
+        backoff.snooze();
+        if backoff.is_completed() && Instant::now() >= awake_until {
+            break;
+        }
+    }
+}
+
+impl Shared {
+    /// One look at the queue under the lock: what the worker does next.
+    pub(super) fn next_step(
+        &self,
+        st: &mut PoolState,
+        worker: u64,
+        idle_since: Option<Instant>,
+        me: &Thread,
+    ) -> Step {
+        // A surplus worker (after a shrink) retires before taking new work.
+        if st.threads <= st.max {
+            let policy = st.policy;
+            if let Some(taken) = st.queue.take(&policy, || self.clock.now()) {
+                if idle_since.is_some() {
+                    st.remove_idle(worker);
+                }
+                return match taken {
+                    Taken::Run(entry) => {
+                        st.active += 1;
+                        Step::Run(entry, st.active)
+                    }
+                    // While it fails this task the worker is neither running nor idle, yet
+                    // it comes straight back for the next one: it counts as claimed, or
+                    // `enqueue` would see the queue over capacity.
+                    Taken::Stale(entry, waited) => {
+                        st.pending += 1;
+                        Step::FailStale(entry, waited)
+                    }
+                };
+            }
+            let now = self.clock.now();
+            let above_core = st.threads > st.core;
+            let expired = idle_since.is_some_and(|since| {
+                above_core && deadline(since, st.keep_alive).is_some_and(|at| now >= at)
+            });
+            if !st.shutting_down && !expired {
+                let since = idle_since.unwrap_or_else(|| {
+                    st.idle.push((worker, me.clone()));
+                    now
+                });
+                return Step::Park {
+                    since,
+                    until: if above_core {
+                        deadline(since, st.keep_alive)
+                    } else {
+                        None
+                    },
+                    claims: self.idle_claims.load(Relaxed),
+                };
+            }
+        }
+        Step::Retire(self.retire(st, worker, idle_since.is_some()))
+    }
+
+    /// Whether the inbox holds a task, looked at by a worker that has just gone idle (so
+    /// `direct` is clear), after the fence that pairs with the caller's in `enqueue`.
+    pub(super) fn inbox_has_work_after_idle(&self) -> bool {
+        crate::sync::seq_cst_fence();
+        !self.inbox.is_empty()
+    }
+
+    /// The one way out of the worker loop: the thread stops counting, a claim it held on a
+    /// queued task goes to an idle worker (or the task stays queued for the workers that
+    /// remain, at least `max_threads` of them), and the last thread wakes a shutdown.
+    fn retire(&self, st: &mut PoolState, worker: u64, registered: bool) -> [Option<Thread>; 2] {
+        if registered {
+            st.remove_idle(worker);
+        }
+        st.threads -= 1;
+        let pass_on = if st.unassigned() > 0 {
+            st.idle.pop().map(|(_, thread)| {
+                st.pending += 1;
+                thread
+            })
+        } else {
+            None
+        };
+        let shutdown = (st.threads == 0)
+            .then(|| st.shutdown_waiter.clone())
+            .flatten();
+        [pass_on, shutdown]
+    }
+
+    /// Runs a task a worker took, `active` calls running with it: with an adaptive limit,
+    /// timed by the pool's clock and fed to the limit (a panic, a cancellation or a mark
+    /// of [`mark_overloaded`](crate::adaptive::mark_overloaded) is a drop).
+    fn run_taken(self: &Arc<Self>, job: JobRef, active: u32) -> (CallOutcome, Finished) {
+        let timed = || CallStart::timed(self.clock.now(), active);
+        let Some(start) = self.adaptive.begin(timed) else {
+            return job.run();
+        };
+        let ((outcome, finished), overloaded) = calls::in_frame(self.id(), || job.run());
+        let dropped = overloaded || outcome != CallOutcome::Completed;
+        let now = || self.clock.now();
+        let apply = |to| self.apply_limit(to);
+        if let Some((from, to)) = self.adaptive.end(start, dropped, now, apply) {
+            self.telemetry.on_limit_changed(from, to);
+        }
+        (outcome, finished)
+    }
+}

@@ -1,0 +1,109 @@
+//! `partition = "…"` and `key = …` on `#[bulkhead]`: checked against the declared
+//! bulkhead at compile time, and the admission expression the expansion enters through.
+//!
+//! A partition must be one the bulkhead declares (`partitions:` in its config), with a
+//! "did you mean" like an unknown bulkhead; a partition on a bulkhead without partitions,
+//! and either option on a thread pool, are errors. A function on a partitioned bulkhead
+//! that names no partition is entered through the shares too (its calls only borrow).
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::args::Args;
+use crate::config::{Declared, Kind, Location};
+use crate::ctxt::Ctxt;
+
+/// What the expansion counts a call under.
+pub(crate) struct Shares {
+    partition: Option<String>,
+    key: Option<syn::Expr>,
+}
+
+/// Checks the options against the declaration; `None` when the function enters the
+/// bulkhead plainly (no option, no partitions declared).
+pub(crate) fn check(
+    cx: &mut Ctxt,
+    args: &Args,
+    name: &str,
+    declared: &Declared,
+    location: &Location,
+) -> Option<Shares> {
+    let partitions = &declared.config.partitions;
+    if args.partition.is_none() && args.key.is_none() && partitions.is_empty() {
+        return None;
+    }
+    if declared.kind() == Kind::ThreadPool {
+        let option = if args.partition.is_some() {
+            "partition"
+        } else {
+            "key"
+        };
+        let span = match (&args.partition, &args.key) {
+            (Some(lit), _) => lit.span(),
+            (None, Some(key)) => syn::spanned::Spanned::span(key),
+            (None, None) => proc_macro2::Span::call_site(),
+        };
+        cx.error(
+            span,
+            format!(
+                "`{option}` needs a semaphore bulkhead, and `{name}` is a thread pool: \
+                 partitions and per-key caps divide a semaphore's permits"
+            ),
+        );
+        return None;
+    }
+    let file = location.path.display();
+    if let Some(lit) = &args.partition {
+        let wanted = lit.value();
+        if partitions.is_empty() {
+            cx.error(
+                lit.span(),
+                format!(
+                    "bulkhead `{name}` has no partitions, so `partition = \"{wanted}\"` names \
+                     nothing\nhelp: declare them under `{name}` in {file}, such as \
+                     `partitions: {{ {wanted}: 0.2 }}`, or remove the option"
+                ),
+            );
+        } else if partitions.guaranteed(&wanted, 0).is_none() {
+            let names = partitions.names();
+            let help = match bulkhead_config::closest_name(&wanted, partitions.names()) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => format!(
+                    "use one it declares: {}",
+                    names
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            cx.error(
+                lit.span(),
+                format!(
+                    "unknown partition `{wanted}` of bulkhead `{name}`: {file} does not declare \
+                     it\nhelp: {help}"
+                ),
+            );
+        }
+    }
+    Some(Shares {
+        partition: args.partition.as_ref().map(syn::LitStr::value),
+        key: args.key.clone(),
+    })
+}
+
+impl Shares {
+    /// The arguments of the slot's `enter_shared*` calls: the partition's name (or none)
+    /// and the key's id (or none), the key evaluated once, before admission.
+    pub(crate) fn arguments(&self) -> TokenStream {
+        let p = quote!(::bulkhead::__private);
+        let partition = match &self.partition {
+            Some(name) => quote!(#p::Some(#name)),
+            None => quote!(#p::None),
+        };
+        let key = match &self.key {
+            Some(expr) => quote!(#p::Some(#p::key_id(&(#expr)))),
+            None => quote!(#p::None),
+        };
+        quote!(#partition, #key)
+    }
+}
