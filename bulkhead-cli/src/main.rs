@@ -270,6 +270,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
                     OnFull::Abort => "abort".to_owned(),
                     OnFull::CallerRuns => "caller-runs".to_owned(),
                     OnFull::Wait(d) => format!("wait {d}"),
+                    other => format!("{other:?}"),
                 },
                 t.max_queue_wait.map_or("-".to_owned(), |d| d.to_string()),
                 match b.expected.and_then(|e| worst_case_queue_wait(t, e.latency)) {
@@ -277,6 +278,20 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
                     None => "? (set expected.latency)".to_owned(),
                 },
             ],
+            // A kind of a later release (the crates are pinned to one): its name, no sizes.
+            _ => {
+                let dash = || "-".to_owned();
+                [
+                    name.clone(),
+                    b.kind().to_string(),
+                    dash(),
+                    adaptive,
+                    dash(),
+                    dash(),
+                    dash(),
+                    dash(),
+                ]
+            }
         });
         row.push(rate_limit_cell(b.rate_limit.as_ref()));
         rows.push(row);
@@ -314,8 +329,7 @@ fn rate_limit_cell(rate: Option<&RateLimitConfig>) -> String {
             store.local_share(rate.limit_for_period),
             rate.refresh_period
         ),
-        OnStoreError::Allow => "allow".to_owned(),
-        OnStoreError::Refuse => "refuse".to_owned(),
+        other => other.as_str().to_owned(),
     };
     let at = match store.redis_env_var() {
         Some(var) => format!("redis from ${var}"),

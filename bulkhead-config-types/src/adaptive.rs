@@ -79,6 +79,7 @@ pub struct AdaptiveConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum AdaptiveAlgorithm {
     /// TCP Vegas: estimates the calls queued at the dependency from the no-load latency and
     /// keeps between `alpha` and `beta` (× log10 limit) of them. Latency-driven; needs no drops.
@@ -161,6 +162,7 @@ impl AdaptiveConfig {
     }
 
     /// The same with `min_limit`, `max_limit` and `initial_limit` set.
+    #[must_use]
     pub const fn with_bounds(mut self, min: u32, initial: u32, max: u32) -> Self {
         self.min_limit = min;
         self.initial_limit = Some(initial);

@@ -24,6 +24,7 @@ pub struct Config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Kind {
     /// A concurrency limit: the body runs on the caller's thread or task while it holds a permit.
     Semaphore,
@@ -254,6 +255,7 @@ impl PerKeyConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Limits {
     /// `kind: semaphore`.
     Semaphore(SemaphoreConfig),
@@ -333,6 +335,7 @@ impl Default for ThreadPoolConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum OnFull {
     /// Refuse at once with `Full`.
     #[default]
@@ -347,6 +350,7 @@ pub enum OnFull {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum QueueOrder {
     /// Oldest first.
     #[default]
@@ -418,6 +422,7 @@ impl RateLimitConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum RateLimitScope {
     /// Each process counts its own calls: ten replicas admit ten times the limit.
     #[default]
@@ -500,6 +505,7 @@ impl RateLimitStore {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum OnStoreError {
     /// Count locally: this process admits its share, `limit_for_period / replicas`.
     #[default]

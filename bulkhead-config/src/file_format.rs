@@ -164,6 +164,7 @@ pub(crate) fn kind_keys(kind: Kind) -> &'static [String] {
         Kind::ThreadPool => {
             THREAD_POOL.get_or_init(|| keys(schemars::schema_for!(ThreadPoolConfig)))
         }
+        _ => &[],
     }
 }
 
@@ -279,6 +280,7 @@ impl BulkheadSpec {
                     codel: self.codel.or(d.codel),
                 })
             }
+            _ => unreachable!("the bulkhead crates are pinned to one release: no other kind"),
         };
         crate::BulkheadConfig {
             limits,
@@ -291,7 +293,7 @@ impl BulkheadSpec {
                 .filter(|a| a.algorithm != AdaptiveAlgorithm::Off),
             partitions: match kind {
                 Kind::Semaphore => self.partitions.clone().unwrap_or_default(),
-                Kind::ThreadPool => crate::Partitions::default(),
+                _ => crate::Partitions::default(),
             },
             per_key: self.per_key.filter(|_| kind == Kind::Semaphore),
         }
@@ -329,6 +331,7 @@ impl From<&crate::BulkheadConfig> for BulkheadSpec {
                 spec.queue_order = Some(t.queue_order);
                 spec.codel = t.codel;
             }
+            _ => {}
         }
         spec
     }

@@ -99,9 +99,13 @@ impl Parsed {
 /// Reads a config file for [`parse_file`]: at most [`MAX_SOURCE_BYTES`] + 1 bytes of it,
 /// so `/dev/zero`, a pipe that never ends or a huge file costs no more than that.
 ///
-/// A file within the limit must be UTF-8 (an [`std::io::ErrorKind::InvalidData`] error
-/// otherwise). A larger one is returned cut after the limit, and [`parse_file`] refuses it
-/// as too large.
+/// A file within the limit must be UTF-8. A larger one is returned cut after the limit,
+/// and [`parse_file`] refuses it as too large.
+///
+/// # Errors
+///
+/// The I/O error of opening or reading the file, or [`std::io::ErrorKind::InvalidData`]
+/// when a file within the limit is not UTF-8.
 ///
 /// ```
 /// let err = bulkhead_config::read_source("/nonexistent/bulkheads.yaml").unwrap_err();
@@ -123,6 +127,11 @@ pub fn read_source(path: impl AsRef<std::path::Path>) -> std::io::Result<String>
 /// Reads a YAML document the way [`parse_file`] does (same limits, same scalar rules) and
 /// returns it as JSON, for validating it against [`json_schema`] with a JSON Schema tool.
 ///
+/// # Errors
+///
+/// The diagnostics of a document that is not YAML [`parse_file`] would read: too large,
+/// too deep, too many nodes, or a syntax error, each placed in the file.
+///
 /// ```
 /// let json = bulkhead_config::yaml_to_json("f.yaml", "bulkheads: { db: { kind: semaphore } }").unwrap();
 /// assert_eq!(json["bulkheads"]["db"]["kind"], "semaphore");
@@ -138,8 +147,12 @@ pub fn yaml_to_json(
 /// Parses, validates and resolves one config document.
 ///
 /// `path_for_messages` is how diagnostics name the file. On success the warnings of the
-/// lints are in [`Parsed::warnings`]; on failure every error found is returned at once,
-/// sorted by position.
+/// lints are in [`Parsed::warnings`].
+///
+/// # Errors
+///
+/// Every error found (syntax, unknown keys, values out of range, broken `extends`), all
+/// at once and sorted by position.
 ///
 /// ```
 /// let err = bulkhead_config::parse_file("bulkheads.yaml", "bulkheads:\n  payment:\n    kind: semaphore\n    maxConcurrentCall: 10\n").unwrap_err();

@@ -171,6 +171,7 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
                     );
                 }
             }
+            _ => {}
         }
         if let Some(rate) = &bulkhead.rate_limit {
             if !rate.refresh_period.is_zero()

@@ -16,7 +16,7 @@ bulkheads:
 fn pool(config: &Config, name: &str) -> ThreadPoolConfig {
     match &config.bulkheads[name].limits {
         Limits::ThreadPool(p) => p.clone(),
-        Limits::Semaphore(_) => panic!("{name} is a semaphore"),
+        _ => panic!("{name} is not a thread pool"),
     }
 }
 

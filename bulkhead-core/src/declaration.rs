@@ -297,7 +297,11 @@ impl Declarations {
         &self.conflicts
     }
 
-    /// `Ok` when no name is declared with two kinds; otherwise the first conflict.
+    /// `Ok` when no name is declared with two kinds.
+    ///
+    /// # Errors
+    ///
+    /// The first name declared with two kinds, with the sites of both declarations.
     pub fn check(&self) -> Result<(), DeclarationConflict> {
         match self.conflicts.first() {
             None => Ok(()),

@@ -58,6 +58,10 @@ pub fn encode(snapshots: &[BulkheadSnapshot]) -> String {
 }
 
 /// Writes the exposition of `snapshots` to `out`.
+///
+/// # Errors
+///
+/// Only what `out` returns: writing to a `String` never fails.
 pub fn write(out: &mut impl Write, snapshots: &[BulkheadSnapshot]) -> fmt::Result {
     write_sources(
         out,
@@ -69,6 +73,10 @@ pub fn write(out: &mut impl Write, snapshots: &[BulkheadSnapshot]) -> fmt::Resul
 }
 
 /// Writes the exposition of `snapshots` and of the reloads `status` to `out`.
+///
+/// # Errors
+///
+/// Only what `out` returns: writing to a `String` never fails.
 pub fn write_with_reloads(
     out: &mut impl Write,
     snapshots: &[BulkheadSnapshot],

@@ -294,13 +294,14 @@ impl RateLimiter {
                     self.store_errors.fetch_add(1, Relaxed);
                     cluster.store.log_error(&self.name, &error, now());
                     match cluster.on_error {
-                        OnStoreError::Local => {}
                         OnStoreError::Allow => return RateAdmission::Admitted,
                         OnStoreError::Refuse => {
                             return RateAdmission::Refused {
                                 retry_after: cluster.period,
                             };
                         }
+                        // `local`, the default (the crates are pinned to one release).
+                        _ => {}
                     }
                 }
             }
@@ -380,7 +381,12 @@ impl RateLimiter {
     }
 
     /// Takes a permission for a call to bulkhead `name`, blocking the thread (through the
-    /// clock) for a reserved one if the configured `timeout` allows; a refusal names `name`.
+    /// clock) for a reserved one if the configured `timeout` allows.
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadError::RateLimited`] naming `name`, with when to retry, when no permission
+    /// comes within the `timeout`.
     pub fn acquire_blocking(&self, name: &BulkheadName) -> Result<(), BulkheadError> {
         if !self.is_enabled() {
             return Ok(());
@@ -402,6 +408,11 @@ impl RateLimiter {
 
     /// Like [`acquire_blocking`](Self::acquire_blocking) but never waits: a permission of
     /// the current period or a refusal.
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadError::RateLimited`] naming `name`, with when to retry, when the current
+    /// period has no permission left.
     pub fn try_acquire(&self, name: &BulkheadName) -> Result<(), BulkheadError> {
         match self.reserve(Duration::ZERO) {
             RateAdmission::Refused { retry_after } => Err(BulkheadError::RateLimited {

@@ -376,6 +376,7 @@ fn redis_killed_mid_run_follows_each_on_store_error() {
             OnStoreError::Local => assert_eq!(admitted, 2),
             OnStoreError::Allow => assert_eq!(admitted, 20),
             OnStoreError::Refuse => assert_eq!(admitted, 0),
+            other => panic!("no expectation for {other:?}"),
         }
         assert_eq!(store_errors(&bulkhead), 20, "{on_error:?}");
         let text = prometheus::encode(&[bulkhead.snapshot()]);

@@ -28,6 +28,7 @@ pub(crate) fn declare_slot(
     let (slot_ty, kind_variant) = match declared.kind() {
         Kind::ThreadPool => (quote!(#p::ThreadPoolSlot), quote!(ThreadPool)),
         Kind::Semaphore => (quote!(#p::SemaphoreSlot), quote!(Semaphore)),
+        other => return emit_config::unknown(&other),
     };
     let declaration = Ident::new("__BULKHEAD_DECLARATION", Span::mixed_site());
     let config_path = location.path.display().to_string();

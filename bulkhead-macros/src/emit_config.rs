@@ -3,7 +3,9 @@
 //!
 //! Every struct is taken apart with an exhaustive pattern, so a field added to a config
 //! type fails to compile here until it is emitted too (a declaration can never silently
-//! lose a setting). The expression names only `::bulkhead::__private::config_types`.
+//! lose a setting). The enums are `#[non_exhaustive]`: a variant this crate does not know
+//! becomes a `compile_error!` naming it ([`unknown`]), never a wrong value. The expression
+//! names only `::bulkhead::__private::config_types`.
 
 use bulkhead_config::{
     AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, CodelConfig, Duration, Expected, Limits,
@@ -78,6 +80,16 @@ fn per_key(per_key: &PerKeyConfig) -> TokenStream {
     }
 }
 
+/// The expression for a variant of a config enum this crate does not know: a compile error.
+/// The bulkhead crates pin each other to one release, so no declaration gets here.
+pub(crate) fn unknown(variant: &impl std::fmt::Debug) -> TokenStream {
+    let message = format!(
+        "bulkhead-macros cannot write `{variant:?}` as Rust: use the bulkhead-macros of the \
+         same release as bulkhead"
+    );
+    quote!(::core::compile_error!(#message))
+}
+
 fn types() -> TokenStream {
     quote!(::bulkhead::__private::config_types)
 }
@@ -120,6 +132,7 @@ fn limits(limits: &Limits) -> TokenStream {
                     let wait = duration(*wait);
                     quote!(#c::OnFull::Wait(#wait))
                 }
+                other => unknown(other),
             };
             let max_queue_wait = option(max_queue_wait.as_ref(), |d| duration(*d));
             let thread_name_prefix = option(
@@ -129,6 +142,7 @@ fn limits(limits: &Limits) -> TokenStream {
             let queue_order = match queue_order {
                 QueueOrder::Fifo => quote!(#c::QueueOrder::Fifo),
                 QueueOrder::AdaptiveLifo => quote!(#c::QueueOrder::AdaptiveLifo),
+                other => unknown(other),
             };
             let codel = option(codel.as_ref(), |codel| {
                 let CodelConfig { target, interval } = codel;
@@ -149,6 +163,7 @@ fn limits(limits: &Limits) -> TokenStream {
                 })
             }
         }
+        other => unknown(other),
     }
 }
 
@@ -165,6 +180,7 @@ fn rate_limit(rate_limit: &RateLimitConfig) -> TokenStream {
     let scope = match scope {
         RateLimitScope::Process => quote!(#c::RateLimitScope::Process),
         RateLimitScope::Cluster => quote!(#c::RateLimitScope::Cluster),
+        other => unknown(other),
     };
     let store = option(store.as_ref(), self::store);
     quote! {
@@ -194,6 +210,7 @@ fn store(store: &RateLimitStore) -> TokenStream {
         OnStoreError::Local => quote!(#c::OnStoreError::Local),
         OnStoreError::Allow => quote!(#c::OnStoreError::Allow),
         OnStoreError::Refuse => quote!(#c::OnStoreError::Refuse),
+        other => unknown(other),
     };
     quote! {
         #c::RateLimitStore {
@@ -263,10 +280,11 @@ fn adaptive(adaptive: &AdaptiveConfig) -> TokenStream {
         timeout,
     } = adaptive;
     let algorithm = match algorithm {
-        AdaptiveAlgorithm::Vegas => quote!(Vegas),
-        AdaptiveAlgorithm::Gradient2 => quote!(Gradient2),
-        AdaptiveAlgorithm::Aimd => quote!(Aimd),
-        AdaptiveAlgorithm::Off => quote!(Off),
+        AdaptiveAlgorithm::Vegas => quote!(#c::AdaptiveAlgorithm::Vegas),
+        AdaptiveAlgorithm::Gradient2 => quote!(#c::AdaptiveAlgorithm::Gradient2),
+        AdaptiveAlgorithm::Aimd => quote!(#c::AdaptiveAlgorithm::Aimd),
+        AdaptiveAlgorithm::Off => quote!(#c::AdaptiveAlgorithm::Off),
+        other => unknown(other),
     };
     let [max_limit, initial_limit, probe_interval] =
         [max_limit, initial_limit, probe_interval].map(|v| option(v.as_ref(), |n| quote!(#n)));
@@ -276,7 +294,7 @@ fn adaptive(adaptive: &AdaptiveConfig) -> TokenStream {
     let timeout = option(timeout.as_ref(), |d| duration(*d));
     quote! {
         #c::AdaptiveConfig {
-            algorithm: #c::AdaptiveAlgorithm::#algorithm,
+            algorithm: #algorithm,
             min_limit: #min_limit,
             max_limit: #max_limit,
             initial_limit: #initial_limit,
@@ -311,5 +329,30 @@ fn option<T>(value: Option<&T>, emit: impl FnOnce(&T) -> TokenStream) -> TokenSt
             quote!(::core::option::Option::Some(#value))
         }
         None => quote!(::core::option::Option::None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_variant_this_crate_does_not_emit_is_a_compile_error_naming_it() {
+        let tokens = unknown(&OnFull::CallerRuns).to_string();
+        assert!(tokens.starts_with(":: core :: compile_error !"), "{tokens}");
+        assert!(tokens.contains("`CallerRuns`"), "{tokens}");
+    }
+
+    #[test]
+    fn every_known_variant_is_emitted_as_a_path() {
+        let pool = ThreadPoolConfig {
+            on_full: OnFull::Wait(Duration::from_millis(5)),
+            queue_order: QueueOrder::AdaptiveLifo,
+            ..ThreadPoolConfig::default()
+        };
+        let tokens = limits(&Limits::ThreadPool(pool)).to_string();
+        assert!(!tokens.contains("compile_error"), "{tokens}");
+        assert!(tokens.contains("OnFull :: Wait"), "{tokens}");
+        assert!(tokens.contains("QueueOrder :: AdaptiveLifo"), "{tokens}");
     }
 }

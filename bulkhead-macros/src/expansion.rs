@@ -164,6 +164,7 @@ impl<'a> Expansion<'a> {
             (Kind::Semaphore, true) => self.semaphore_async_fn(),
             (Kind::ThreadPool, false) => self.thread_pool_fn(),
             (Kind::ThreadPool, true) => self.thread_pool_async_fn(),
+            (other, _) => crate::emit_config::unknown(&other),
         };
         let attrs = &self.func.attrs;
         let vis = &self.func.vis;

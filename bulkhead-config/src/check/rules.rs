@@ -14,6 +14,7 @@ impl Checker<'_> {
         let other = match kind {
             Kind::Semaphore => Kind::ThreadPool,
             Kind::ThreadPool => Kind::Semaphore,
+            _ => unreachable!("the bulkhead crates are pinned to one release: no other kind"),
         };
         let set = serde_json::to_value(spec).unwrap_or_default();
         let (kind_path, _) = self.locate(entry, &["kind"]);

@@ -81,6 +81,7 @@ impl Sample {
     }
 
     /// The same call, counted as a drop.
+    #[must_use]
     pub const fn dropped(mut self) -> Self {
         self.dropped = true;
         self

@@ -18,6 +18,7 @@ use crate::thread_pool::{ShutdownReport, ThreadPoolBulkhead};
 /// A registered bulkhead of either kind. Cloning is cheap and every clone is the same
 /// bulkhead.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Bulkhead {
     /// A concurrency limit; the body runs on the caller's thread or task.
     Semaphore(SemaphoreBulkhead),
@@ -48,6 +49,7 @@ impl Bulkhead {
                     .with_call_timeout(config.timeout.map(|t| t.as_std()))
                     .with_adaptive(config.adaptive.as_ref()),
             ),
+            _ => unreachable!("the bulkhead crates are pinned to one release: no other kind"),
         };
         bulkhead.telemetry().set_saturation(config.saturation);
         bulkhead

@@ -21,6 +21,7 @@ impl SemaphoreBulkhead {
     /// building: `SemaphoreBulkhead::new(..).with_call_timeout(config.timeout.map(..))`.
     /// A synchronous body runs on the caller's thread and cannot be stopped, so it is not
     /// timed.
+    #[must_use]
     pub fn with_call_timeout(self, timeout: Option<Duration>) -> Self {
         self.set_call_timeout(timeout);
         self
@@ -51,6 +52,7 @@ impl SemaphoreBulkhead {
     /// assert!(matches!(err, BulkheadError::RateLimited { .. }));
     /// assert!(err.retry_after().unwrap() <= std::time::Duration::from_secs(60));
     /// ```
+    #[must_use]
     pub fn with_rate_limit(self, config: Option<&RateLimitConfig>) -> Self {
         self.set_rate_limit(config);
         self
@@ -101,6 +103,7 @@ impl SemaphoreBulkhead {
     /// search.set_adaptive(None);
     /// assert_eq!(search.limit(), 100);
     /// ```
+    #[must_use]
     pub fn with_adaptive(self, config: Option<&AdaptiveConfig>) -> Self {
         self.set_adaptive(config);
         self

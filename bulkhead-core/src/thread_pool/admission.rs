@@ -68,10 +68,11 @@ impl Shared {
             return Ok(Admission::Slot);
         }
         match self.on_full() {
-            OnFull::Abort => Err(self.full()),
             OnFull::CallerRuns => Ok(Admission::CallerRuns),
             OnFull::Wait(wait) if wait.is_zero() => Err(self.full()),
             OnFull::Wait(wait) => self.wait_for_room(wait.as_std()).map(|()| Admission::Slot),
+            // `abort` (`OnFull` is `#[non_exhaustive]`; `on_full()` answers no other).
+            _ => Err(self.full()),
         }
     }
 

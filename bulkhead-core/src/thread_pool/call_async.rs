@@ -239,7 +239,6 @@ where
                         continue;
                     }
                     match shared.on_full() {
-                        OnFull::Abort => return Poll::Ready(Err(shared.refused_full(input))),
                         OnFull::Wait(wait) if wait.is_zero() => {
                             return this.refused(input, shared.full());
                         }
@@ -270,6 +269,8 @@ where
                                 ticket: None,
                             };
                         }
+                        // `abort` (`OnFull` is `#[non_exhaustive]`; `on_full()` answers no other).
+                        _ => return Poll::Ready(Err(shared.refused_full(input))),
                     }
                 }
                 State::Waiting {

@@ -350,6 +350,7 @@ impl ThreadPoolBulkhead {
     /// `ThreadPoolBulkhead::new(..).with_rate_limit(config.rate_limit.as_ref())`. A sync
     /// call waits up to the limit's `timeout` on the pool's clock for a permission; an
     /// async call awaits it without blocking.
+    #[must_use]
     pub fn with_rate_limit(self, config: Option<&RateLimitConfig>) -> Self {
         self.set_rate_limit(config);
         self
@@ -407,6 +408,7 @@ impl ThreadPoolBulkhead {
     /// assert_eq!(images.call(1, |n| n + 1).unwrap(), 2);
     /// # images.shutdown(std::time::Duration::from_secs(5));
     /// ```
+    #[must_use]
     pub fn with_adaptive(self, config: Option<&AdaptiveConfig>) -> Self {
         self.set_adaptive(config);
         self

@@ -278,6 +278,8 @@ impl Shared {
                 ON_FULL_WAIT,
                 u64::try_from(d.as_std().as_nanos()).unwrap_or(u64::MAX),
             ),
+            // `abort`, and any policy a later release adds (the crates are pinned to one).
+            _ => (ON_FULL_ABORT, 0),
         };
         self.on_full_wait_nanos.store(nanos, Relaxed);
         self.on_full_mode.store(mode, Relaxed);

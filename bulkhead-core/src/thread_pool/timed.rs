@@ -36,6 +36,7 @@ const CALLER_GONE: u8 = 2;
 impl ThreadPoolBulkhead {
     /// Sets (or, with `None`, removes) how long a timed call may run
     /// ([`call_timed`](Self::call_timed), [`call_async_timed`](Self::call_async_timed)).
+    #[must_use]
     pub fn with_call_timeout(self, timeout: Option<Duration>) -> Self {
         self.set_call_timeout(timeout);
         self

@@ -97,7 +97,7 @@ fn limited(rate_limit: RateLimitConfig) -> SemaphoreBulkhead {
     config.rate_limit = Some(rate_limit);
     match Bulkhead::from_config("bench-rate", &config, system_clock()) {
         Bulkhead::Semaphore(bulkhead) => bulkhead,
-        Bulkhead::ThreadPool(_) => unreachable!("a semaphore config builds a semaphore"),
+        _ => unreachable!("a semaphore config builds a semaphore"),
     }
 }
 
