@@ -23,13 +23,19 @@
 mod adaptive;
 mod config;
 mod duration;
+mod limits;
 mod names;
+mod partitions;
+mod rate_limit;
 mod validate;
 
 pub use adaptive::*;
 pub use config::*;
 pub use duration::{Duration, DurationParseError};
+pub use limits::*;
 pub use names::closest_name;
+pub use partitions::*;
+pub use rate_limit::*;
 pub use validate::{
     InvalidConfig, MAX_CONCURRENT_CALLS, MAX_KEYS, MAX_PARTITIONS, MAX_QUEUE_CAPACITY,
     MAX_THREADS_PER_POOL, Problem, validate_name,

@@ -1,0 +1,125 @@
+//! Dividing one bulkhead's limit: named shares with a guarantee each ([`Partitions`],
+//! [`guaranteed_slots`]) and a cap per key ([`PerKeyConfig`]). Semaphores only.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Named shares of a bulkhead's limit: `partitions: { live: 0.8, batch: 0.2 }`.
+///
+/// Each share is above 0 and at most 1, and the shares add up to at most 1. With the
+/// limit in force `L` (declared, resized or adaptive, read at each admission), partition
+/// `p` is **guaranteed** `floor(share × L)` slots. The rules, applied at each admission:
+///
+/// 1. A call of a partition holding (or waiting for) fewer slots than its guarantee is
+///    admitted like any call of the bulkhead: at once when a slot is free, otherwise it
+///    waits up to `max_wait` in the bulkhead's first-come queue.
+/// 2. A call of a partition at or above its guarantee **borrows**: it takes a slot only if
+///    one is free at that instant and nobody is waiting; it never waits, and is refused
+///    with `Full` otherwise.
+/// 3. So only calls below their guarantee wait, and a released slot — borrowed or not —
+///    goes to the longest waiter: borrowed capacity is given back at the borrower's next
+///    release. The bulkhead's own limit is never exceeded.
+///
+/// A share that rounds down to no slot guarantees nothing but may still borrow, as do
+/// calls that name no partition. What the shares leave over (`1 − sum`) is guaranteed to
+/// no one: any partition may borrow it. Partitions need `fair: true`, the default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(transparent)]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend(
+        "additionalProperties" = { "type": "number", "exclusiveMinimum": 0.0, "maximum": 1.0 },
+        "propertyNames" = { "pattern": "^[A-Za-z0-9_-]+$" },
+        "maxProperties" = 16
+    ))
+)]
+pub struct Partitions {
+    /// The share of each partition, by name.
+    pub shares: BTreeMap<String, f64>,
+}
+
+impl Partitions {
+    /// Partitions with the given shares.
+    ///
+    /// ```
+    /// use bulkhead_config_types::Partitions;
+    /// let p = Partitions::new([("live", 0.8), ("batch", 0.2)]);
+    /// assert_eq!(p.guaranteed("batch", 10), Some(2));
+    /// assert_eq!(p.guaranteed("live", 10), Some(8));
+    /// assert_eq!(p.guaranteed("other", 10), None);
+    /// ```
+    pub fn new<'a>(shares: impl IntoIterator<Item = (&'a str, f64)>) -> Self {
+        Partitions {
+            shares: shares
+                .into_iter()
+                .map(|(name, share)| (name.to_owned(), share))
+                .collect(),
+        }
+    }
+
+    /// True when the bulkhead is not partitioned.
+    pub fn is_empty(&self) -> bool {
+        self.shares.is_empty()
+    }
+
+    /// The partition names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.shares.keys().map(String::as_str)
+    }
+
+    /// The slots `name` is guaranteed under a limit of `limit`: `floor(share × limit)`.
+    pub fn guaranteed(&self, name: &str, limit: u32) -> Option<u32> {
+        self.shares
+            .get(name)
+            .map(|share| guaranteed_slots(*share, limit))
+    }
+}
+
+/// `floor(share × limit)`, for a share in (0, 1]; 0 for anything else.
+#[inline]
+pub fn guaranteed_slots(share: f64, limit: u32) -> u32 {
+    if share.is_finite() && share > 0.0 {
+        // At most `limit` (share ≤ 1): the cast cannot overflow.
+        (share.min(1.0) * f64::from(limit)).floor() as u32
+    } else {
+        0
+    }
+}
+
+/// A cap per key: `per_key: { max_concurrent_calls: 2, max_keys: 10000 }`.
+///
+/// No key (a tenant, a user, any `Hash + Eq` value the call names) holds more than
+/// `max_concurrent_calls` of the bulkhead at once; a call over it is refused with
+/// `KeyLimit` before it reaches the bulkhead. At most `max_keys` keys are tracked, each
+/// for as long as it has a call in progress (an idle key's entry is removed when its last
+/// call ends). While `max_keys` keys are busy, every further key shares one overflow
+/// entry, itself capped at `max_concurrent_calls`: memory stays bounded and new keys
+/// still get in, but together they get one key's share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PerKeyConfig {
+    /// The most calls one key may hold at once (at least 1).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
+    pub max_concurrent_calls: u32,
+    /// The most keys tracked at once (at least 1). Default 10000.
+    #[serde(default = "PerKeyConfig::default_max_keys")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 1_000_000)))]
+    pub max_keys: u32,
+}
+
+impl PerKeyConfig {
+    /// At most `max_concurrent_calls` per key, with the default bound on tracked keys.
+    pub fn new(max_concurrent_calls: u32) -> Self {
+        PerKeyConfig {
+            max_concurrent_calls,
+            max_keys: Self::default_max_keys(),
+        }
+    }
+
+    fn default_max_keys() -> u32 {
+        10_000
+    }
+}

@@ -1,0 +1,161 @@
+//! A bulkhead's rate limit ([`RateLimitConfig`]): admissions per period, counted by each
+//! process or, with `scope: cluster`, by every process sharing a Redis store.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Duration;
+
+/// A rate limit: at most `limit_for_period` admissions per `refresh_period`, counted by
+/// this process (`scope: process`, the default) or by every process that shares a store
+/// (`scope: cluster`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Admissions allowed in each period (at least 1).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
+    pub limit_for_period: u32,
+    /// The period's length, with a unit (Resilience4j's default `500` meant nanoseconds).
+    pub refresh_period: Duration,
+    /// How long a call may wait for the next period before `RateLimited`. Default `0ms`.
+    #[serde(default)]
+    pub timeout: Duration,
+    /// Who shares the limit: `process` (each process counts its own calls, the default) or
+    /// `cluster` (every process using the same `store` and bulkhead name shares one count).
+    #[serde(default, skip_serializing_if = "RateLimitScope::is_process")]
+    pub scope: RateLimitScope,
+    /// Where a `scope: cluster` limit is counted (required with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<RateLimitStore>,
+}
+
+impl RateLimitConfig {
+    /// A per-process limit of `limit_for_period` calls per `refresh_period`, refusing at
+    /// once (`timeout: 0ms`).
+    pub fn per_process(limit_for_period: u32, refresh_period: Duration) -> Self {
+        RateLimitConfig {
+            limit_for_period,
+            refresh_period,
+            timeout: Duration::ZERO,
+            scope: RateLimitScope::Process,
+            store: None,
+        }
+    }
+
+    /// The store of a cluster-wide limit: `Some` only with `scope: cluster`.
+    pub fn cluster_store(&self) -> Option<&RateLimitStore> {
+        match self.scope {
+            RateLimitScope::Cluster => self.store.as_ref(),
+            RateLimitScope::Process => None,
+        }
+    }
+}
+
+/// Who shares a rate limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum RateLimitScope {
+    /// Each process counts its own calls: ten replicas admit ten times the limit.
+    #[default]
+    Process,
+    /// Every process using the same store and bulkhead name shares one count (Redis).
+    Cluster,
+}
+
+impl RateLimitScope {
+    /// True for [`RateLimitScope::Process`].
+    pub fn is_process(&self) -> bool {
+        *self == RateLimitScope::Process
+    }
+}
+
+/// The store a `scope: cluster` rate limit is counted in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitStore {
+    /// The Redis server: a URL such as `redis://:password@redis.internal:6379/0`, or
+    /// `${NAME}` to read the URL from the environment variable `NAME` when the bulkhead is
+    /// built, which keeps passwords out of the file.
+    pub redis: String,
+    /// Prepended to the bulkhead's name to form the Redis key. Default `bulkhead:rate:`.
+    #[serde(default = "RateLimitStore::default_key_prefix")]
+    pub key_prefix: String,
+    /// How long a decision waits for Redis's answer (connecting included) before it counts
+    /// as a store error. Default `50ms`.
+    #[serde(default = "RateLimitStore::default_response_timeout")]
+    pub response_timeout: Duration,
+    /// What a call does when Redis cannot answer: `local` (the default), `allow` or `refuse`.
+    #[serde(default)]
+    pub on_store_error: OnStoreError,
+    /// How many processes share the limit. With `on_store_error: local`, each admits
+    /// `limit_for_period / replicas` (rounded up) per period while Redis is unreachable, so
+    /// the cluster as a whole stays near the limit. Default 1.
+    #[serde(default = "RateLimitStore::default_replicas")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
+    pub replicas: u32,
+}
+
+impl RateLimitStore {
+    /// A store at `redis` (a URL or `${NAME}`) with every other setting default.
+    pub fn redis(redis: impl Into<String>) -> Self {
+        RateLimitStore {
+            redis: redis.into(),
+            key_prefix: Self::default_key_prefix(),
+            response_timeout: Self::default_response_timeout(),
+            on_store_error: OnStoreError::default(),
+            replicas: Self::default_replicas(),
+        }
+    }
+
+    /// The per-process share of `limit_for_period` used by `on_store_error: local`:
+    /// `limit_for_period / replicas`, rounded up, at least 1.
+    pub fn local_share(&self, limit_for_period: u32) -> u32 {
+        limit_for_period.div_ceil(self.replicas.max(1)).max(1)
+    }
+
+    /// The environment variable named by `${NAME}` in `redis`, if it is written so.
+    pub fn redis_env_var(&self) -> Option<&str> {
+        self.redis.strip_prefix("${")?.strip_suffix('}')
+    }
+
+    fn default_key_prefix() -> String {
+        "bulkhead:rate:".to_owned()
+    }
+
+    fn default_response_timeout() -> Duration {
+        Duration::from_millis(50)
+    }
+
+    fn default_replicas() -> u32 {
+        1
+    }
+}
+
+/// What a `scope: cluster` rate limit does when its store cannot answer in time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum OnStoreError {
+    /// Count locally: this process admits its share, `limit_for_period / replicas`.
+    #[default]
+    Local,
+    /// Admit the call: availability over the limit.
+    Allow,
+    /// Refuse the call with `RateLimited`: the limit over availability.
+    Refuse,
+}
+
+impl OnStoreError {
+    /// The name used in config files: `local`, `allow` or `refuse`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OnStoreError::Local => "local",
+            OnStoreError::Allow => "allow",
+            OnStoreError::Refuse => "refuse",
+        }
+    }
+}
