@@ -36,6 +36,16 @@ fn get_request(uri: &str) -> Request<Body> {
         .expect("a valid request")
 }
 
+/// The whole body of `response`, sent to its end (which is when the permit comes back).
+async fn body_bytes(response: Response) -> Bytes {
+    response
+        .into_body()
+        .collect()
+        .await
+        .expect("the body is sent to its end")
+        .to_bytes()
+}
+
 /// A latch handlers wait on: closed until the test opens it.
 fn latch() -> std::sync::Arc<Semaphore> {
     std::sync::Arc::new(Semaphore::new(0))
@@ -134,13 +144,10 @@ async fn routes_naming_the_same_bulkhead_share_its_permits() {
     // The bulkhead's name is internal: neither the headers nor the body carry it.
     assert!(response.headers().get("x-bulkhead").is_none());
     assert!(response.headers().get("x-bulkhead-refusal").is_none());
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    assert_eq!(&body[..], b"service busy, retry later");
+    assert_eq!(
+        &body_bytes(response).await[..],
+        b"service busy, retry later"
+    );
 
     // Opted in, for internal clients: the name and the reason.
     let detailed: Router = Router::new()
@@ -157,8 +164,7 @@ async fn routes_naming_the_same_bulkhead_share_its_permits() {
     open.add_permits(1);
     let first = first.await.expect("task").expect("infallible");
     assert_eq!(first.status(), StatusCode::OK);
-    let body = first.into_body().collect().await.expect("body").to_bytes();
-    assert_eq!(&body[..], b"product");
+    assert_eq!(&body_bytes(first).await[..], b"product");
     assert_eq!(catalog.available(), 1);
 }
 
@@ -230,13 +236,7 @@ async fn the_permit_is_held_until_the_response_body_has_been_sent() {
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
 
     release.send(()).expect("the body is waiting");
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    assert_eq!(&body[..], b"report");
+    assert_eq!(&body_bytes(response).await[..], b"report");
     assert_eq!(
         reports.available(),
         1,
@@ -273,8 +273,7 @@ async fn a_body_sent_to_its_end_counts_the_call_completed() {
         .await
         .expect("infallible");
     release.send(()).expect("the body is waiting");
-    let body = response.into_body().collect().await.expect("body");
-    assert_eq!(&body.to_bytes()[..], b"report");
+    assert_eq!(&body_bytes(response).await[..], b"report");
     let calls = reports.snapshot().calls;
     assert_eq!(
         (calls.permitted, calls.completed, calls.cancelled),
@@ -413,11 +412,11 @@ async fn a_503_response_counts_as_a_drop_for_the_adaptive_limit() {
     for _ in 0..bulkhead::adaptive::MIN_WINDOW - 1 {
         let response = app.clone().oneshot(get_request("/ok")).await.unwrap();
         responses.push(response.status());
-        drop(response.into_body().collect().await.unwrap());
+        body_bytes(response).await;
     }
     assert_eq!(carrier.limit(), 8);
     let busy = app.oneshot(get_request("/busy")).await.unwrap();
-    drop(busy.into_body().collect().await.unwrap());
+    body_bytes(busy).await;
     assert!(responses.iter().all(|s| *s == StatusCode::OK));
     assert_eq!(carrier.limit(), 4);
 }
