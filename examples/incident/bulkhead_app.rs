@@ -1,7 +1,17 @@
 //! The "after": a bulkhead per dependency, sized by `examples/incident.yaml` (or with an
 //! adaptive `recommendations`), and the handlers that use them.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use bulkhead::axum::{BulkheadLayer, Refusal};
+use bulkhead::{BulkheadError, Config, SemaphoreBulkhead, ThreadPoolBulkhead};
+use serde_json::{Value, json};
+
+use super::dependency::{RecommendationService, Work, product_page, recommendations};
+use super::{INCIDENT_YAML, INCIDENT_YAML_PATH, Scenario};
 
 #[derive(Clone)]
 pub(super) struct BulkheadApp {

@@ -1,7 +1,14 @@
 //! The incident service's own work and its recommendation dependency (healthy, then 50×
 //! slower), with the recommendation call behind the `recommendations` bulkhead.
 
-use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use bulkhead::BulkheadError;
+use serde_json::{Value, json};
+
+use super::Scenario;
 
 /// The recommendation service the product page calls: healthy, then 50× slower.
 pub(super) struct RecommendationService {

@@ -2,7 +2,24 @@
 //! `start + i / rate` whatever happened to earlier ones, its latency measured from that due
 //! time, so a slow server cannot make the client send less and hide its own queueing.
 
-use super::*;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+use super::dependency::RecommendationService;
+use super::{
+    Endpoint, EndpointReport, Outcome, Phase, PhaseReport, Progress, RunReport, Scenario, Server,
+    Setup, quantile,
+};
 
 pub(super) struct Finished {
     pub(super) endpoint: Endpoint,

@@ -31,7 +31,7 @@
 //!
 //! This file holds the scenario, its reports and the run; its parts are `load.rs` (the
 //! load generator), `dependency.rs` (the work and the slow dependency), `shared_pool.rs`
-//! (the "before") and `bulkhead_app.rs` (the "after"), which share the imports below.
+//! (the "before") and `bulkhead_app.rs` (the "after"); each names what it imports.
 
 #[path = "bulkhead_app.rs"]
 mod bulkhead_app;
@@ -42,31 +42,13 @@ mod load;
 #[path = "shared_pool.rs"]
 mod shared_pool;
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
-
-use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
-use bulkhead::axum::{BulkheadLayer, Refusal};
-use bulkhead::{BulkheadError, Config, SemaphoreBulkhead, ThreadPoolBulkhead};
-use http::StatusCode;
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bulkhead_app::BulkheadApp;
-use dependency::*;
-use load::*;
-use shared_pool::*;
+use dependency::RecommendationService;
+use load::drive_load;
+use shared_pool::SharedPoolApp;
 
 /// The bulkheads of the "after" set-up, as a deploy would ship them.
 pub const INCIDENT_YAML: &str = include_str!("../incident.yaml");

@@ -2,7 +2,18 @@
 //! unbounded queue, as in a servlet container. Nothing is refused; work waits as long as it
 //! takes, even after its client has given up.
 
-use super::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use http::StatusCode;
+
+use super::Scenario;
+use super::dependency::{RecommendationService, Recommendations, Work, product_page};
 
 /// One pool of worker threads shared by every endpoint, with an unbounded FIFO queue: what
 /// a servlet container's request pool is. Nothing is ever refused; work waits as long as it
