@@ -1,5 +1,4 @@
-//! An `async fn`'s fallback that returns an `Option` of the function's output: the error
-//! names both types, and suggests no edit of the attribute that would not compile.
+// An async fn's fallback returns `Option` of the fn's output: return the output type itself.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("recommendations", fallback = no_recommendations)]

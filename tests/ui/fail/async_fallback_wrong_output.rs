@@ -1,4 +1,4 @@
-//! An `async fn` whose fallback (here an `async fn` too) produces another type.
+// An async fn's fallback produces another type: make it produce the function's output type.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("recommendations", fallback = stale)]

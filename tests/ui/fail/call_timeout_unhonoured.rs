@@ -1,5 +1,4 @@
-// A declared call timeout the function could not honour is a compile error, not a
-// timeout silently left out.
+// A call `timeout` on a sync fn's bulkhead: make the fn async, or time out an async-only bulkhead.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("testing-timeout")]

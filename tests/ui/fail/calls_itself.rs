@@ -1,3 +1,4 @@
+// A #[bulkhead] fn calling itself (deadlock): recurse in a plain fn, annotate the entry point only.
 use bulkhead::{BulkheadError, bulkhead};
 
 /// Walks a category tree, one bulkhead call per level: each level would wait for a permit

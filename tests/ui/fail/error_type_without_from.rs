@@ -1,3 +1,4 @@
+// An error type without From<BulkheadError>: add that impl, return BulkheadError, or a fallback.
 use bulkhead::bulkhead;
 
 // `std::io::Error` has no `From<bulkhead::BulkheadError>`.

@@ -1,3 +1,4 @@
+// A fallback without the BulkheadError parameter: add it last (`_: BulkheadError`).
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("recommendations", fallback = no_recommendations)]

@@ -1,3 +1,4 @@
+// A method's fallback returns another type than the method: make it return the method's type.
 use bulkhead::{BulkheadError, bulkhead};
 
 struct Catalog;

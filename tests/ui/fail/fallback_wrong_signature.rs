@@ -1,3 +1,4 @@
+// A fallback leaving out one of the fn's arguments: take them all, then the BulkheadError.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("recommendations", fallback = no_recommendations)]

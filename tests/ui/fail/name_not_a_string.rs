@@ -1,3 +1,4 @@
+// The bulkhead's name as a path, or left out: write it as a string literal, #[bulkhead("payment")].
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead(payment)]

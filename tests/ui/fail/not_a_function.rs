@@ -1,3 +1,4 @@
+// #[bulkhead] on a struct: put it on a function with a body (free, or in an impl block).
 use bulkhead::bulkhead;
 
 #[bulkhead("payment")]

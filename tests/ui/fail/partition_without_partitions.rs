@@ -1,3 +1,4 @@
+// `partition = "…"` on a bulkhead without partitions: declare them in config, or drop the option.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("payment", partition = "batch")]

@@ -1,5 +1,4 @@
-// The nested-pool deadlock: `build` holds a `reports` worker while `load_section`
-// waits for another one.
+// A method calling a method of its own bulkhead (deadlock): call a plain helper, or split them.
 use bulkhead::{BulkheadError, bulkhead};
 
 struct ReportService;

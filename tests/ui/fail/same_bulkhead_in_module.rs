@@ -1,4 +1,4 @@
-// The same mistake between free functions of one module.
+// A fn calling a fn of its own bulkhead (deadlock): call a plain helper, or give each a bulkhead.
 use bulkhead::{BulkheadError, bulkhead};
 
 mod payments {

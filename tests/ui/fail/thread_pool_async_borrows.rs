@@ -1,3 +1,4 @@
+// An async fn on a thread-pool bulkhead borrowing an argument: take owned ones, or use a semaphore.
 use bulkhead::{BulkheadError, bulkhead};
 
 // The worker may outlive this call's borrows: an async fn on a thread pool takes owned

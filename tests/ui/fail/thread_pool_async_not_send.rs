@@ -1,3 +1,4 @@
+// An async fn on a thread pool holding an Rc across .await: use Send types (Arc), or a semaphore.
 use std::rc::Rc;
 
 use bulkhead::{BulkheadError, bulkhead};

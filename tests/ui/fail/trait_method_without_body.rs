@@ -1,3 +1,4 @@
+// #[bulkhead] on a trait method without a body: put it on the method in the impl block.
 use bulkhead::{BulkheadError, bulkhead};
 
 trait Payments {

@@ -1,3 +1,4 @@
+// A bulkhead name the config does not declare (a typo): use the declared name the error suggests.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("paymnet")]

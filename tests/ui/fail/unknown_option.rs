@@ -1,3 +1,4 @@
+// Options #[bulkhead] lacks (a typo, `timeout`): use fallback, partition or key; timeouts: config.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("payment", fallbak = retry_later)]

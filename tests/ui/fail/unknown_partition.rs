@@ -1,3 +1,4 @@
+// A partition the bulkhead does not declare (a typo): use the declared name the error suggests.
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("shared-search", partition = "bacth")]

@@ -1,5 +1,4 @@
-// Compiled with no bulkheads.yaml beside the crate (tests/ui.rs points the attribute at
-// this directory, which has none).
+// No bulkheads.yaml beside Cargo.toml: add one, or name it in [package.metadata.bulkhead].
 use bulkhead::{BulkheadError, bulkhead};
 
 #[bulkhead("payment")]
