@@ -45,8 +45,10 @@ use crate::sync::{AtomicBool, AtomicU32, AtomicU64};
 use crate::{BulkheadError, BulkheadName};
 
 mod cluster;
+mod state;
 
 use cluster::ClusterStore;
+use state::{pack, unpack};
 
 /// What the rate limiter says to one caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -481,26 +483,4 @@ impl fmt::Debug for RateLimiter {
 /// ```
 pub fn retry_after_header_secs(retry_after: Duration) -> u64 {
     retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)
-}
-
-fn pack(cycle: u64, permissions: i64) -> u64 {
-    let permissions = permissions.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
-    (u64::from(cycle as u32) << 32) | u64::from(permissions as u32)
-}
-
-fn unpack(state: u64) -> (u32, i64) {
-    ((state >> 32) as u32, i64::from(state as u32 as i32))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn packing_round_trips_negative_permissions_and_wrapping_cycles() {
-        for (cycle, permissions) in [(0, 0), (7, -3), (u64::from(u32::MAX) + 5, 12)] {
-            let (c, p) = unpack(pack(cycle, permissions));
-            assert_eq!((u64::from(c), p), (cycle & 0xFFFF_FFFF, permissions));
-        }
-    }
 }
