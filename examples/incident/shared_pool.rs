@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use http::StatusCode;
+use serde_json::Value;
 
 use super::Scenario;
 use super::dependency::{RecommendationService, Recommendations, Work, product_page};
@@ -125,8 +126,12 @@ impl SharedPoolApp {
     }
 }
 
-pub(super) fn pool_gone() -> Response {
-    (StatusCode::INTERNAL_SERVER_ERROR, "worker pool shut down").into_response()
+/// The answer to work run on the shared pool: its JSON, or a 500 once the pool is shut down.
+fn answer(result: Option<Value>) -> Response {
+    match result {
+        Some(value) => Json(value).into_response(),
+        None => (StatusCode::INTERNAL_SERVER_ERROR, "worker pool shut down").into_response(),
+    }
 }
 
 pub(super) async fn shared_order(
@@ -134,10 +139,7 @@ pub(super) async fn shared_order(
     Path(id): Path<u64>,
 ) -> Response {
     let work = app.work;
-    match app.pool.run(move || work.place_order(id)).await {
-        Some(order) => Json(order).into_response(),
-        None => pool_gone(),
-    }
+    answer(app.pool.run(move || work.place_order(id)).await)
 }
 
 pub(super) async fn shared_login(
@@ -145,10 +147,7 @@ pub(super) async fn shared_login(
     Path(id): Path<u64>,
 ) -> Response {
     let work = app.work;
-    match app.pool.run(move || work.log_in(id)).await {
-        Some(session) => Json(session).into_response(),
-        None => pool_gone(),
-    }
+    answer(app.pool.run(move || work.log_in(id)).await)
 }
 
 pub(super) async fn shared_product_detail(
@@ -165,8 +164,5 @@ pub(super) async fn shared_product_detail(
         };
         product_page(product, live)
     });
-    match page.await {
-        Some(page) => Json(page).into_response(),
-        None => pool_gone(),
-    }
+    answer(page.await)
 }
