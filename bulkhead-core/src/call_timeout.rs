@@ -25,6 +25,7 @@ impl CallTimeout {
             .store(timeout.map_or(0, |t| duration_nanos(t).max(1)), Relaxed);
     }
 
+    #[inline]
     pub(crate) fn get(&self) -> Option<Duration> {
         match self.nanos.load(Relaxed) {
             0 => None,
@@ -33,6 +34,7 @@ impl CallTimeout {
     }
 
     /// The deadline of a call starting now, if a timeout is set.
+    #[inline]
     pub(crate) fn deadline(&self, clock: &dyn Clock) -> Option<(Instant, Duration)> {
         let timeout = self.get()?;
         Some((clock.now().checked_add(timeout)?, timeout))

@@ -248,6 +248,48 @@ fn panic_in_the_body_returns_the_permit() {
 }
 
 #[test]
+fn a_call_async_whose_body_panicked_is_never_admitted_again() {
+    let (bulkhead, _clock) = manual("panic-again", 1, 0);
+    let mut call = Box::pin(bulkhead.call_async(async { panic!("async boom") }));
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(&mut call))).is_err());
+    // Polled again: a panic of its own, not a second permit for the dead body.
+    assert!(catch_unwind(AssertUnwindSafe(|| poll_once(&mut call))).is_err());
+    drop(call);
+    let snapshot = bulkhead.snapshot();
+    assert_eq!((snapshot.available, snapshot.active), (1, 0));
+    assert_eq!((snapshot.calls.permitted, snapshot.calls.panicked), (1, 1));
+    assert_eq!(snapshot.calls.cancelled, 0);
+}
+
+#[test]
+fn a_refused_call_async_drops_its_body_at_the_refusal_without_polling_it() {
+    struct Flag<'a>(&'a AtomicBool);
+    impl Drop for Flag<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let (bulkhead, _clock) = manual("refused-body", 1, 0);
+    let _held = hold(&bulkhead);
+    let (dropped, polled) = (AtomicBool::new(false), AtomicBool::new(false));
+    let flag = Flag(&dropped);
+    let mut call = Box::pin(bulkhead.call_async(async {
+        let _flag = flag;
+        polled.store(true, SeqCst);
+    }));
+    let refused = poll_once(&mut call);
+    assert!(matches!(
+        refused,
+        Poll::Ready(Err(BulkheadError::Full { .. }))
+    ));
+    // Dropped when refused, before the future itself is.
+    assert!(dropped.load(SeqCst));
+    assert!(!polled.load(SeqCst));
+    drop(call);
+    assert_eq!(bulkhead.snapshot().calls.refused.full, 1);
+}
+
+#[test]
 fn fair_waiters_are_admitted_in_arrival_order() {
     let (bulkhead, _clock) = manual("fair", 1, 1_000);
     let mut held = Some(hold(&bulkhead));

@@ -62,11 +62,6 @@ impl<'a> Acquire<'a> {
             may_wait: false,
         }
     }
-
-    /// The bulkhead this acquisition is for.
-    pub(super) fn shared(&self) -> &'a Shared {
-        self.shared
-    }
 }
 
 impl<'a> Future for Acquire<'a> {
@@ -145,21 +140,46 @@ impl<'a> Future for Acquire<'a> {
 fn ready(
     permit: Result<super::permit::RawPermit<'_>, BulkheadError>,
 ) -> Poll<Result<AsyncPermit<'_>, BulkheadError>> {
-    Poll::Ready(permit.map(|mut raw| {
-        raw.scope = raw.shared.telemetry.call_scope(raw.held);
-        if raw.held
-            && let Some(start) = raw.shared.call_start()
-        {
-            raw.start = Some(start);
-            if let Some(scope) = &raw.scope {
-                scope.span.record(
-                    "limit",
-                    raw.shared.limit.load(std::sync::atomic::Ordering::Relaxed),
-                );
-            }
+    Poll::Ready(permit.map(async_permit))
+}
+
+/// An admitted (or re-entrant) call's permit, with its call scope and adaptive start.
+#[inline(always)]
+fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
+    raw.scope = raw.shared.telemetry.call_scope(raw.held);
+    if raw.held
+        && let Some(start) = raw.shared.call_start()
+    {
+        raw.start = Some(start);
+        if let Some(scope) = &raw.scope {
+            scope.span.record(
+                "limit",
+                raw.shared.limit.load(std::sync::atomic::Ordering::Relaxed),
+            );
         }
-        AsyncPermit { raw }
-    }))
+    }
+    AsyncPermit { raw }
+}
+
+/// The first poll of an acquisition that may wait, decided without building its future:
+/// a re-entrant permit, a permit from the count, or a refusal that needs no wait. `None`
+/// (nothing done) when a rate limit or a wait in the queue must decide: poll an
+/// [`Acquire`] then. What [`SemaphoreCall`](super::SemaphoreCall) does first.
+#[inline(always)]
+pub(super) fn try_now(shared: &Shared) -> Option<Result<AsyncPermit<'_>, BulkheadError>> {
+    if reentry::is_inside(shared.id()) {
+        return Some(Ok(async_permit(shared.reentrant())));
+    }
+    if shared.rate.is_enabled() {
+        return None;
+    }
+    match shared.try_take_fast() {
+        Ok(()) => Some(Ok(async_permit(shared.admitted()))),
+        Err(reason) => match shared.max_wait_for(reason) {
+            Some(_) => None,
+            None => Some(Err(shared.refuse(shared.error(reason)))),
+        },
+    }
 }
 
 /// One poll of a queued waiter: `Some` once its wait has ended.

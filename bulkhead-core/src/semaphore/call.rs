@@ -2,13 +2,15 @@
 //! body under the permit) and [`RunAdmitted`] (the body under a permit already taken, and
 //! the call timeout).
 //!
-//! One flat state machine per call, `Acquiring → Running → Done`, with no `async fn` layer
-//! in between: an uncontended call with a ready body takes its permit, polls the body and
-//! returns the permit in its first poll, moving the body once. The body is not polled
-//! before the permit is held, and it is polled only through [`RunAsync`], which marks the
-//! bulkhead entered on the polling thread during each poll. Dropping the future releases
-//! what it holds at that point: a place in the queue (as [`Acquire`] does) or the permit,
-//! counted `cancelled`.
+//! [`SemaphoreCall`] keeps the body in one place from the call to its end: nothing moves
+//! when the permit is taken. Its first poll decides admission without building an
+//! [`Acquire`] (`acquire::try_now`: re-entry, the count, a refusal that needs no wait);
+//! only a rate limit or a wait in the queue builds one. An uncontended call with a ready
+//! body takes its permit, polls the body and returns the permit in that first poll. The
+//! body is not polled before the permit is held, and it is polled only through
+//! `permit::poll_inside` (as [`RunAsync`] polls), which marks the bulkhead entered on the
+//! polling thread during each poll. Dropping the future releases what it holds at that
+//! point: a place in the queue (as [`Acquire`] does) or the permit, counted `cancelled`.
 
 use std::fmt;
 use std::future::Future;
@@ -16,38 +18,50 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use super::{Acquire, RunAsync, Shared};
+use super::acquire::try_now;
+use super::permit::poll_inside;
+use super::{Acquire, AsyncPermit, RunAsync, Shared};
 use crate::BulkheadError;
 use crate::call_timeout::{Deadline, Elapsed};
+use crate::clock::Sleep;
 
 pin_project_lite::pin_project! {
     /// The future of [`SemaphoreBulkhead::call_async`](super::SemaphoreBulkhead::call_async):
     /// resolves to the body's output, or to the refusal (or the call timeout).
     #[must_use = "futures do nothing unless polled"]
     pub struct SemaphoreCall<'a, F> {
+        shared: &'a Shared,
+        // Only when the first poll could not decide: a rate limit or a wait in the queue.
+        acquire: Option<Acquire<'a>>,
+        // From admission until the body finishes (or panics, or times out).
+        permit: Option<AsyncPermit<'a>>,
+        // The call timeout's timer and length, armed at admission when one is set.
+        deadline: Option<(Sleep, Duration)>,
+        admitted: bool,
+        // Polled in place; dropped once the call is over.
         #[pin]
-        state: CallState<'a, F>,
+        body: Option<F>,
     }
-}
 
-pin_project_lite::pin_project! {
-    #[project = CallProj]
-    #[project_replace = CallOwned]
-    enum CallState<'a, F> {
-        // The body is not pinned yet: it moves into `Running` once the permit is held.
-        Acquiring { acquire: Acquire<'a>, body: F },
-        Running { #[pin] run: RunAdmitted<'a, F> },
-        Done,
+    impl<'a, F> PinnedDrop for SemaphoreCall<'a, F> {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(permit) = this.project().permit.as_mut() {
+                // Dropped before the body finished.
+                permit.raw.cancelled = true;
+            }
+        }
     }
 }
 
 impl<'a, F> SemaphoreCall<'a, F> {
     pub(super) fn new(shared: &'a Shared, body: F) -> Self {
         SemaphoreCall {
-            state: CallState::Acquiring {
-                acquire: Acquire::new(shared),
-                body,
-            },
+            shared,
+            acquire: None,
+            permit: None,
+            deadline: None,
+            admitted: false,
+            body: Some(body),
         }
     }
 }
@@ -55,46 +69,77 @@ impl<'a, F> SemaphoreCall<'a, F> {
 impl<F: Future> Future for SemaphoreCall<'_, F> {
     type Output = Result<F::Output, BulkheadError>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        loop {
-            match self.as_mut().project().state.project() {
-                CallProj::Acquiring { acquire, .. } => {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let shared = *this.shared;
+        if !*this.admitted {
+            if this.body.is_none() {
+                panic!("`SemaphoreCall` polled after it completed");
+            }
+            let admitted = match try_now_or(this.acquire, shared) {
+                Some(admitted) => admitted,
+                None => {
+                    let acquire = this.acquire.get_or_insert_with(|| Acquire::new(shared));
                     let admitted = ready!(Pin::new(acquire).poll(cx));
-                    let owned = self
-                        .as_mut()
-                        .project()
-                        .state
-                        .project_replace(CallState::Done);
-                    let CallOwned::Acquiring { acquire, body } = owned else {
-                        unreachable!("the state was `Acquiring` above")
-                    };
-                    let permit = match admitted {
-                        Ok(permit) => permit,
-                        Err(refused) => return Poll::Ready(Err(refused)),
-                    };
-                    let run = RunAdmitted::new(acquire.shared(), permit.run_async(body));
-                    self.as_mut()
-                        .project()
-                        .state
-                        .set(CallState::Running { run });
+                    *this.acquire = None;
+                    admitted
                 }
-                CallProj::Running { run } => {
-                    let output = ready!(run.poll(cx));
-                    self.as_mut().project().state.set(CallState::Done);
-                    return Poll::Ready(output);
+            };
+            match admitted {
+                Ok(permit) => *this.permit = Some(permit),
+                Err(refused) => {
+                    this.body.set(None);
+                    return Poll::Ready(Err(refused));
                 }
-                CallProj::Done => panic!("`SemaphoreCall` polled after it completed"),
+            }
+            *this.admitted = true;
+            if let Some((at, after)) = shared.call_timeout.deadline(&*shared.clock) {
+                *this.deadline = Some((shared.clock.sleep_until(at), after));
             }
         }
+        // As `Deadline` does: the timer first, so a body past its deadline is not polled.
+        if let Some((sleep, after)) = this.deadline
+            && sleep.as_mut().poll(cx).is_ready()
+        {
+            let after = *after;
+            if let Some(permit) = this.permit.as_mut() {
+                permit.raw.cancelled = true;
+            }
+            *this.permit = None;
+            *this.deadline = None;
+            this.body.set(None);
+            return Poll::Ready(Err(shared.call_timed_out(after)));
+        }
+        let (Some(body), true) = (this.body.as_mut().as_pin_mut(), this.permit.is_some()) else {
+            panic!("`SemaphoreCall` polled after it completed");
+        };
+        let output = ready!(poll_inside(this.permit, body, cx));
+        *this.deadline = None;
+        this.body.set(None);
+        Poll::Ready(Ok(output))
     }
+}
+
+/// The first poll's decision without an [`Acquire`] (`None`: one is needed, or is already
+/// under way).
+#[inline(always)]
+fn try_now_or<'a>(
+    acquire: &Option<Acquire<'a>>,
+    shared: &'a Shared,
+) -> Option<Result<AsyncPermit<'a>, BulkheadError>> {
+    if acquire.is_some() {
+        return None;
+    }
+    try_now(shared)
 }
 
 impl<F> fmt::Debug for SemaphoreCall<'_, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match &self.state {
-            CallState::Acquiring { .. } => "acquiring",
-            CallState::Running { .. } => "running",
-            CallState::Done => "done",
+        let state = match (self.admitted, &self.permit) {
+            (false, _) if self.body.is_none() => "done",
+            (false, _) => "acquiring",
+            (true, Some(_)) => "running",
+            (true, None) => "done",
         };
         f.debug_struct("SemaphoreCall")
             .field("state", &state)

@@ -245,40 +245,54 @@ pin_project_lite::pin_project! {
 impl<F: Future> Future for RunAsync<'_, F> {
     type Output = F::Output;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let Some(permit) = this.permit.as_ref() else {
-            panic!("`RunAsync` polled after it completed");
-        };
-        let _inside = reentry::enter(permit.raw.id());
-        let adaptive = permit.raw.start.is_some();
-        let (polled, overloaded) = {
-            let _span = permit.raw.scope.as_ref().map(|scope| scope.span.enter());
-            let mut body = this.body;
-            let mut poll = || catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(cx)));
-            if adaptive {
-                // `adaptive::mark_overloaded` in the body marks this call.
-                calls::in_frame(permit.raw.id(), poll)
-            } else {
-                (poll(), false)
-            }
-        };
-        if overloaded && let Some(permit) = this.permit.as_mut() {
-            permit.raw.overloaded = true;
-        }
-        let output = match polled {
-            Ok(polled) => std::task::ready!(polled),
-            // Give the permit back while the panic unwinds, so the call counts as
-            // `panicked` even when the caller catches the panic and drops this later.
-            Err(payload) => {
-                let _permit = this.permit.take();
-                resume_unwind(payload)
-            }
-        };
-        // The body finished: return the permit now, counted completed.
-        *this.permit = None;
-        Poll::Ready(output)
+        poll_inside(this.permit, this.body, cx)
     }
+}
+
+/// One poll of `body` under `permit` (taken out and returned, counted, when the body
+/// finishes or panics): the bulkhead marked entered on this thread, the call's span entered
+/// and, for an adaptive limit, `adaptive::mark_overloaded` caught. Shared by [`RunAsync`]
+/// and [`SemaphoreCall`](super::SemaphoreCall), which keeps the body in place.
+#[inline]
+pub(super) fn poll_inside<F: Future>(
+    permit: &mut Option<AsyncPermit<'_>>,
+    body: Pin<&mut F>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    let Some(held) = permit.as_ref() else {
+        panic!("`RunAsync` polled after it completed");
+    };
+    let _inside = reentry::enter(held.raw.id());
+    let adaptive = held.raw.start.is_some();
+    let (polled, overloaded) = {
+        let _span = held.raw.scope.as_ref().map(|scope| scope.span.enter());
+        let mut body = body;
+        let mut poll = || catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(cx)));
+        if adaptive {
+            // `adaptive::mark_overloaded` in the body marks this call.
+            calls::in_frame(held.raw.id(), poll)
+        } else {
+            (poll(), false)
+        }
+    };
+    if overloaded && let Some(held) = permit.as_mut() {
+        held.raw.overloaded = true;
+    }
+    let output = match polled {
+        Ok(polled) => std::task::ready!(polled),
+        // Give the permit back while the panic unwinds, so the call counts as
+        // `panicked` even when the caller catches the panic and drops this later.
+        Err(payload) => {
+            let _permit = permit.take();
+            resume_unwind(payload)
+        }
+    };
+    // The body finished: return the permit now, counted completed.
+    *permit = None;
+    Poll::Ready(output)
 }
 
 impl<F> fmt::Debug for RunAsync<'_, F> {
