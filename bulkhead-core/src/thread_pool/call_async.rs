@@ -40,8 +40,9 @@ pub struct CallAsync<I, F, Fut: Future> {
 }
 
 enum State<I, F, Fut: Future> {
-    /// Refused when the call was made (a full pool under `on_full: abort`).
-    Refused(Refused<I>),
+    /// Refused when the call was made (a full pool under `on_full: abort`); taken by the
+    /// first poll.
+    Refused(Option<Refused<I>>),
     Start(I, F),
     /// A rate-limit permission of a coming period is reserved: waiting for it to start (at
     /// the instant held, when the sleep fires).
@@ -81,6 +82,7 @@ where
     Fut: Future + Send + 'static,
     Fut::Output: Send + 'static,
 {
+    #[inline]
     pub(super) fn new(pool: &ThreadPoolBulkhead, input: I, body: F) -> Self {
         let shared = pool.shared();
         // The fail-fast refusal of the sync call, before anything is cloned or a span made.
@@ -92,10 +94,17 @@ where
         {
             return CallAsync {
                 pool: None,
-                state: State::Refused(shared.refused_full(input)),
+                state: State::Refused(Some(shared.refused_full(input))),
                 span: None,
             };
         }
+        Self::admissible(pool, input, body)
+    }
+
+    /// A call that is decided at its first poll.
+    #[inline(never)]
+    fn admissible(pool: &ThreadPoolBulkhead, input: I, body: F) -> Self {
+        let shared = pool.shared();
         CallAsync {
             span: Some(shared.telemetry.call_span()),
             pool: Some(pool.clone()),
@@ -112,10 +121,14 @@ where
     }
 
     /// The refusal of a call refused when it was made, once.
+    #[inline]
     fn take_refusal(&mut self) -> Refused<I> {
-        match std::mem::replace(&mut self.state, State::Done) {
-            State::Refused(refused) => refused,
-            _ => panic!("`CallAsync` polled after it completed"),
+        match &mut self.state {
+            State::Refused(refused) => match refused.take() {
+                Some(refused) => refused,
+                None => panic!("`CallAsync` polled after it completed"),
+            },
+            _ => unreachable_state(),
         }
     }
 
@@ -145,10 +158,29 @@ where
 {
     type Output = Result<Fut::Output, Refused<I>>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let Some(pool) = &this.pool else {
+        if this.pool.is_none() {
             return Poll::Ready(Err(this.take_refusal()));
+        }
+        this.poll_admissible(cx)
+    }
+}
+
+impl<I, F, Fut> CallAsync<I, F, Fut>
+where
+    I: Send + 'static,
+    F: FnOnce(I) -> Fut + Send + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    /// A poll of a call that was not refused when it was made.
+    #[inline(never)]
+    fn poll_admissible(&mut self, cx: &mut Context<'_>) -> Poll<<Self as Future>::Output> {
+        let this = self;
+        let Some(pool) = &this.pool else {
+            unreachable_state()
         };
         let shared = &**pool.shared();
         let _span = this.span.as_ref().map(tracing::Span::enter);
@@ -334,7 +366,7 @@ where
 
 #[cold]
 fn unreachable_state() -> ! {
-    panic!("bulkhead bug: inline and refused states handled above")
+    panic!("bulkhead bug: a state handled elsewhere")
 }
 
 impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
