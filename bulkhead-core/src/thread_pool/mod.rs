@@ -5,11 +5,12 @@
 //! (slots, waiting for room, queueing an admitted call), `worker` (a worker thread's loop),
 //! `lifecycle` (spawning workers, resize, shutdown), `queue` (order and staleness),
 //! `room_waiters` (callers waiting for room), `job` (run-or-fail jobs and the crate's one
-//! lifetime erasure), `async_job` (an async call's job), `call_async` (the async call's
-//! future), `timed` (calls under the call timeout).
+//! lifetime erasure), `call` (the sync call's paths), `async_job` (an async call's job),
+//! `call_async` (the async call's future), `timed` (calls under the call timeout).
 
 mod admission;
 mod async_job;
+mod call;
 mod call_async;
 mod inbox;
 mod job;
@@ -31,7 +32,6 @@ use std::time::Duration;
 
 use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, ThreadPoolConfig};
 
-use admission::Admission;
 pub use call_async::CallAsync;
 use shared::Shared;
 pub use timed::Timed;
@@ -39,7 +39,6 @@ pub use timed::Timed;
 use crate::async_caller::Caller;
 use crate::clock::{Clock, system_clock};
 use crate::rate_limit::RateLimiter;
-use crate::reentry;
 use crate::snapshot::BulkheadSnapshot;
 use crate::sync::Arc;
 use crate::telemetry::Telemetry;
@@ -234,87 +233,6 @@ impl ThreadPoolBulkhead {
             Caller::Thread => self.call_here(input, body),
             caller => crate::async_caller::block(caller, || self.call_here(input, body)),
         }
-    }
-
-    /// [`call`](Self::call) on this thread, blocking it.
-    #[inline(always)]
-    fn call_here<I, R>(&self, input: I, body: impl FnOnce(I) -> R + Send) -> Result<R, Refused<I>>
-    where
-        I: Send,
-        R: Send,
-    {
-        let shared = self.shared();
-        if reentry::is_inside(shared.id()) {
-            let span = shared.telemetry.call_span();
-            let _span = span.enter();
-            shared.counters.reentrant.fetch_add(1, Relaxed);
-            return Ok(body(input));
-        }
-        // The common case, decided without building anything: no rate limit, not shut down,
-        // and a free slot, or a refusal under `on_full: abort` built straight into the result.
-        if !shared.rate.is_enabled() && !shared.is_shut_down() {
-            if shared.try_admit() {
-                let span = shared.telemetry.call_span();
-                let _span = span.enter();
-                return self.run_admitted(input, body);
-            }
-            if shared.aborts_when_full() {
-                return Err(shared.refused_full(input));
-            }
-        }
-        self.call_slow(input, body)
-    }
-
-    /// [`call`](Self::call) past its fast path: the rate limit, shut down, waiting for room
-    /// or running on the caller.
-    #[cold]
-    #[inline(never)]
-    fn call_slow<I, R>(&self, input: I, body: impl FnOnce(I) -> R + Send) -> Result<R, Refused<I>>
-    where
-        I: Send,
-        R: Send,
-    {
-        let shared = self.shared();
-        // The call's span; the job captures it as the current span and enters it on the worker.
-        let span = shared.telemetry.call_span();
-        let _span = span.enter();
-        // The rate limit before the queue (a shut-down pool refuses with `ShutDown` below).
-        if shared.rate.is_enabled()
-            && !shared.is_shut_down()
-            && let Err(error) = shared.rate.acquire_blocking(&shared.name)
-        {
-            return Err(Refused {
-                input,
-                error: shared.refuse(error),
-            });
-        }
-        match shared.admit_blocking() {
-            Ok(Admission::Slot) => self.run_admitted(input, body),
-            Ok(Admission::CallerRuns) => Ok(shared.run_on_caller(input, body)),
-            Err(error) => Err(Refused {
-                input,
-                error: shared.refuse(error),
-            }),
-        }
-    }
-
-    /// Runs an admitted call (its slot taken) on a worker, in the caller's current span.
-    fn run_admitted<I, R>(
-        &self,
-        input: I,
-        body: impl FnOnce(I) -> R + Send,
-    ) -> Result<R, Refused<I>>
-    where
-        I: Send,
-        R: Send,
-    {
-        let shared = self.shared();
-        shared.counters.permitted.fetch_add(1, Relaxed);
-        shared.telemetry.on_permitted();
-        let outcome = job::call_blocking(input, body, |job| {
-            shared.enqueue(job);
-        });
-        shared.settle(outcome)
     }
 
     /// Runs the future `body(input)` to completion on a worker; the returned future resolves

@@ -1,0 +1,98 @@
+//! The sync call's paths on this thread: the fast path (re-entry, a free slot or the
+//! fail-fast refusal, decided without building anything), the slow path (rate limit, shut
+//! down, waiting for room, running on the caller), and an admitted call run on a worker
+//! while the caller blocks.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::ThreadPoolBulkhead;
+use super::admission::Admission;
+use super::job;
+use crate::{Refused, reentry};
+
+impl ThreadPoolBulkhead {
+    /// [`call`](Self::call) on this thread, blocking it.
+    #[inline(always)]
+    pub(super) fn call_here<I, R>(
+        &self,
+        input: I,
+        body: impl FnOnce(I) -> R + Send,
+    ) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        let shared = self.shared();
+        if reentry::is_inside(shared.id()) {
+            let span = shared.telemetry.call_span();
+            let _span = span.enter();
+            shared.counters.reentrant.fetch_add(1, Relaxed);
+            return Ok(body(input));
+        }
+        // The common case, decided without building anything: no rate limit, not shut down,
+        // and a free slot, or a refusal under `on_full: abort` built straight into the result.
+        if !shared.rate.is_enabled() && !shared.is_shut_down() {
+            if shared.try_admit() {
+                let span = shared.telemetry.call_span();
+                let _span = span.enter();
+                return self.run_admitted(input, body);
+            }
+            if shared.aborts_when_full() {
+                return Err(shared.refused_full(input));
+            }
+        }
+        self.call_slow(input, body)
+    }
+
+    /// [`call`](Self::call) past its fast path: the rate limit, shut down, waiting for room
+    /// or running on the caller.
+    #[cold]
+    #[inline(never)]
+    fn call_slow<I, R>(&self, input: I, body: impl FnOnce(I) -> R + Send) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        let shared = self.shared();
+        // The call's span; the job captures it as the current span and enters it on the worker.
+        let span = shared.telemetry.call_span();
+        let _span = span.enter();
+        // The rate limit before the queue (a shut-down pool refuses with `ShutDown` below).
+        if shared.rate.is_enabled()
+            && !shared.is_shut_down()
+            && let Err(error) = shared.rate.acquire_blocking(&shared.name)
+        {
+            return Err(Refused {
+                input,
+                error: shared.refuse(error),
+            });
+        }
+        match shared.admit_blocking() {
+            Ok(Admission::Slot) => self.run_admitted(input, body),
+            Ok(Admission::CallerRuns) => Ok(shared.run_on_caller(input, body)),
+            Err(error) => Err(Refused {
+                input,
+                error: shared.refuse(error),
+            }),
+        }
+    }
+
+    /// Runs an admitted call (its slot taken) on a worker, in the caller's current span.
+    fn run_admitted<I, R>(
+        &self,
+        input: I,
+        body: impl FnOnce(I) -> R + Send,
+    ) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        let shared = self.shared();
+        shared.counters.permitted.fetch_add(1, Relaxed);
+        shared.telemetry.on_permitted();
+        let outcome = job::call_blocking(input, body, |job| {
+            shared.enqueue(job);
+        });
+        shared.settle(outcome)
+    }
+}
