@@ -132,11 +132,14 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
     /// The caller's poll: the outcome once delivered, else its waker is kept.
     pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<I, Out>> {
         let mut slot = self.slot.lock();
-        match std::mem::replace(&mut slot.stage, Stage::Done) {
-            Stage::Ready(outcome) => Poll::Ready(outcome),
+        match slot.stage {
+            // Moved out only when there is something to take.
+            Stage::Ready(_) => match std::mem::replace(&mut slot.stage, Stage::Done) {
+                Stage::Ready(outcome) => Poll::Ready(outcome),
+                _ => unreachable!("the stage was `Ready` above"),
+            },
             Stage::Done => outcome_lost(),
-            stage => {
-                slot.stage = stage;
+            _ => {
                 match &mut slot.waker {
                     Some(waker) => waker.clone_from(cx.waker()),
                     None => slot.waker = Some(cx.waker().clone()),

@@ -185,6 +185,12 @@ where
         let shared = &**pool.shared();
         let _span = this.span.as_ref().map(tracing::Span::enter);
         loop {
+            // Handed to the pool: the common poll, with nothing moved.
+            if let State::Submitted { task, .. } = &this.state {
+                let outcome = std::task::ready!(task.poll_outcome(cx));
+                this.state = State::Done;
+                return Poll::Ready(shared.settle(outcome));
+            }
             if let State::Inline {
                 fut,
                 counted,
@@ -232,6 +238,11 @@ where
                     }
                     if shared.is_shut_down() {
                         return this.refused(input, shared.shut_down_error());
+                    }
+                    // The common case: no rate limit and a free slot, one state write.
+                    if !shared.rate.is_enabled() && shared.try_admit() {
+                        this.state = this.submit(input, body);
+                        continue;
                     }
                     // The rate limit before the queue.
                     if shared.rate.is_enabled() {
@@ -350,14 +361,9 @@ where
                     };
                     return Poll::Pending;
                 }
-                State::Submitted { task, id } => match task.poll_outcome(cx) {
-                    Poll::Pending => {
-                        this.state = State::Submitted { task, id };
-                        return Poll::Pending;
-                    }
-                    Poll::Ready(outcome) => return Poll::Ready(shared.settle(outcome)),
-                },
-                State::Inline { .. } | State::Refused(..) => unreachable_state(),
+                State::Submitted { .. } | State::Inline { .. } | State::Refused(..) => {
+                    unreachable_state()
+                }
                 State::Done => panic!("`CallAsync` polled after completion"),
             }
         }
