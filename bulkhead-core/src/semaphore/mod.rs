@@ -167,13 +167,15 @@ impl SemaphoreBulkhead {
         Duration::from_nanos(self.shared.max_wait_nanos.load(Relaxed))
     }
 
-    /// Takes a permit if one is free right now; never waits.
+    /// Takes a permit if one is free right now; never waits. The returned permit marks this
+    /// thread as inside the bulkhead until it is dropped.
     ///
-    /// Refuses with [`BulkheadError::RateLimited`] when a rate limit allows no more calls in
-    /// this period, [`BulkheadError::Full`] when every permit is taken (or, for a fair
-    /// bulkhead, when others are already waiting) and [`BulkheadError::ShutDown`] after
-    /// [`shutdown`](Self::shutdown). The returned permit marks this thread as inside the
-    /// bulkhead until it is dropped.
+    /// # Errors
+    ///
+    /// [`BulkheadError::RateLimited`] when a rate limit allows no more calls in this period,
+    /// [`BulkheadError::Full`] when every permit is taken (or, for a fair bulkhead, when
+    /// others are already waiting), [`BulkheadError::ShutDown`] after
+    /// [`shutdown`](Self::shutdown).
     #[inline(always)]
     pub fn try_acquire(&self) -> Result<Permit<'_>, BulkheadError> {
         self.permit(false)
@@ -182,9 +184,13 @@ impl SemaphoreBulkhead {
     /// Takes a permit, blocking the thread at most `max_wait` for one (after waiting at most
     /// the rate limit's `timeout` for a rate-limit permission, if a rate limit is set).
     ///
+    /// # Errors
+    ///
     /// With `max_wait` 0 a caller that finds no permit is refused with
     /// [`BulkheadError::Full`]. Otherwise it queues (FIFO) and is refused with
     /// [`BulkheadError::Timeout`] once the bulkhead's clock has passed `max_wait`.
+    /// [`BulkheadError::RateLimited`] when the rate limit has no permission within its
+    /// `timeout`; [`BulkheadError::ShutDown`] after [`shutdown`](Self::shutdown).
     #[inline(always)]
     pub fn acquire(&self) -> Result<Permit<'_>, BulkheadError> {
         self.permit(true)
@@ -227,6 +233,11 @@ impl SemaphoreBulkhead {
     /// Takes a permit like [`acquire_async`](Self::acquire_async), as an [`OwnedPermit`]
     /// that holds its own handle to this bulkhead, so it is `'static` and can outlive the
     /// caller (a streamed response body, a spawned task). The future is `'static` too.
+    ///
+    /// # Errors
+    ///
+    /// The future resolves to the refusals of [`acquire`](Self::acquire), awaited instead
+    /// of blocking.
     pub fn acquire_owned(
         &self,
     ) -> impl Future<Output = Result<OwnedPermit, BulkheadError>> + Send + 'static {
@@ -240,6 +251,10 @@ impl SemaphoreBulkhead {
     /// Runs `body` on this thread while holding a permit (waiting at most `max_wait` for one).
     ///
     /// A panic in `body` reaches the caller as a panic; the permit is returned either way.
+    ///
+    /// # Errors
+    ///
+    /// The refusals of [`acquire`](Self::acquire); `body` did not run.
     #[inline(always)]
     pub fn call<R>(&self, body: impl FnOnce() -> R) -> Result<R, BulkheadError> {
         // `acquire` by hand, so a refusal is written straight into this call's result.

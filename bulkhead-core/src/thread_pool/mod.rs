@@ -224,6 +224,14 @@ impl ThreadPoolBulkhead {
     /// handed to the runtime (`block_in_place`) so the worker's other tasks keep running;
     /// see [`async_caller`](crate::async_caller). Async code should prefer
     /// [`call_async`](Self::call_async), which awaits without blocking.
+    ///
+    /// # Errors
+    ///
+    /// [`Refused`] with the input when the call did not run: [`BulkheadError::Full`](crate::BulkheadError::Full) (a
+    /// full pool under `on_full: abort`, or no worker could be started),
+    /// [`BulkheadError::Timeout`](crate::BulkheadError::Timeout) (no room within `on_full: { wait }`),
+    /// [`BulkheadError::QueueTimeout`](crate::BulkheadError::QueueTimeout) (stale in the queue), [`BulkheadError::RateLimited`](crate::BulkheadError::RateLimited)
+    /// or [`BulkheadError::ShutDown`](crate::BulkheadError::ShutDown).
     pub fn call<I, R>(&self, input: I, body: impl FnOnce(I) -> R + Send) -> Result<R, Refused<I>>
     where
         I: Send,

@@ -55,6 +55,12 @@ impl ThreadPoolBulkhead {
     /// [`call_async`](Self::call_async) under the call timeout: a body still running at
     /// the deadline (on the pool's clock, from when a worker started it) is dropped there,
     /// freeing the worker at once, and the call returns `Ok(Err(CallTimeout))`.
+    ///
+    /// # Errors
+    ///
+    /// `Err(Refused)` with the input when the call did not run (the refusals of
+    /// [`call`](Self::call)); `Ok(Err(BulkheadError::CallTimeout))` when it ran past the
+    /// deadline.
     pub async fn call_async_timed<I, F, Fut>(&self, input: I, body: F) -> Timed<Fut::Output, I>
     where
         I: Send + 'static,
@@ -81,6 +87,11 @@ impl ThreadPoolBulkhead {
     /// deadline (on the pool's clock, from when a worker started the body) and gets
     /// `Ok(Err(CallTimeout))`; the worker finishes the body, whose result is discarded
     /// (counted in the snapshot's `discarded`). Blocks the calling thread like `call`.
+    ///
+    /// # Errors
+    ///
+    /// As [`call_async_timed`](Self::call_async_timed): `Err(Refused)` when the call did not
+    /// run, `Ok(Err(BulkheadError::CallTimeout))` when it ran past the deadline.
     pub fn call_timed<I, R>(
         &self,
         input: I,
