@@ -290,6 +290,33 @@ fn a_refused_call_async_drops_its_body_at_the_refusal_without_polling_it() {
 }
 
 #[test]
+fn a_finished_wait_keeps_no_waker_of_its_task() {
+    struct Task;
+    impl std::task::Wake for Task {
+        fn wake(self: Arc<Self>) {}
+    }
+    let (bulkhead, _clock) = manual("spare", 1, 1_000);
+    let task = Arc::new(Task);
+    let waker = Waker::from(Arc::clone(&task));
+    for _ in 0..3 {
+        let mut cx = Context::from_waker(&waker);
+        let held = hold(&bulkhead);
+        let mut waiting = Box::pin(bulkhead.acquire_async());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        drop(held);
+        let Poll::Ready(Ok(permit)) = waiting.as_mut().poll(&mut cx) else {
+            panic!("the freed permit goes to the waiter");
+        };
+        drop(permit);
+    }
+    drop(waker);
+    // The waits' waiter (kept for the next wait on this thread) holds no clone of it.
+    assert_eq!(Arc::strong_count(&task), 1);
+    let snapshot = bulkhead.snapshot();
+    assert_eq!((snapshot.available, snapshot.calls.permitted), (1, 6));
+}
+
+#[test]
 fn fair_waiters_are_admitted_in_arrival_order() {
     let (bulkhead, _clock) = manual("fair", 1, 1_000);
     let mut held = Some(hold(&bulkhead));

@@ -115,13 +115,17 @@ impl<'a> Future for Acquire<'a> {
                     let deadline = start.checked_add(max_wait);
                     let waiter = Waiter::new(Wake::Task(cx.waker().clone()), deadline);
                     match shared.take_or_enqueue(&waiter) {
-                        Ok(true) => break Waited::Granted,
+                        Ok(true) => {
+                            Waiter::recycle(waiter);
+                            break Waited::Granted;
+                        }
                         Ok(false) => self.stage = Stage::Queued { waiter, start },
                         Err(err) => return ready(Err(shared.refuse(err))),
                     }
                 }
                 Stage::Queued { waiter, start } => match poll_queued(shared, &waiter, start, cx) {
                     Some(waited) => {
+                        Waiter::recycle(waiter);
                         shared.record_wait(&waited, start);
                         break waited;
                     }

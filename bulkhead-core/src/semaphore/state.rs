@@ -32,6 +32,9 @@
 //!    permits returned while waiters exist go to the waiters first.
 //! 3. A waiter is granted at most once (its status moves `WAITING → GRANTED` or
 //!    `WAITING → SHUT_DOWN` under the queue lock, never back) and woken exactly once for it.
+//!    (An async waiter's allocation is reused by the next wait on its thread, back at
+//!    `WAITING`, only once nothing else holds it — `Arc::get_mut` — so to the queue, the
+//!    timer and the releasers it is a new waiter.)
 //! 4. A waiter that gives up (timeout, dropped future) removes itself under the queue lock;
 //!    if it had already been granted a permit, it passes that permit on (to the next
 //!    waiter or the count): no permit is ever lost.
@@ -98,17 +101,52 @@ const TIMED_OUT: u8 = 3;
 pub(super) enum Wake {
     Thread(Thread),
     Task(Waker),
+    /// A spare waiter between two waits: wakes nobody.
+    #[cfg_attr(loom, allow(dead_code))]
+    Spare,
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// One waiter per thread whose async wait is over and that no queue holds any more:
+    /// the next async wait on this thread reuses its allocation (`Waiter::new`).
+    static SPARE: std::cell::Cell<Option<sync::Arc<Waiter>>> = const { std::cell::Cell::new(None) };
 }
 
 impl Waiter {
     /// A waiter woken through `wake`; `deadline` for an async waiter the queue's timer
     /// times out.
     pub(super) fn new(wake: Wake, deadline: Option<Instant>) -> sync::Arc<Waiter> {
+        #[cfg(not(loom))]
+        if let Some(mut spare) = SPARE.try_with(std::cell::Cell::take).ok().flatten()
+            && let Some(waiter) = sync::Arc::get_mut(&mut spare)
+        {
+            waiter.status = AtomicU8::new(WAITING);
+            *waiter.wake.get_mut() = wake;
+            waiter.deadline = deadline;
+            return spare;
+        }
         sync::Arc::new(Waiter {
             status: AtomicU8::new(WAITING),
             wake: parking_lot::Mutex::new(wake),
             deadline,
         })
+    }
+
+    /// An async waiter whose wait is over: kept as this thread's spare if nothing else
+    /// holds it any more (a queue, or a releaser about to wake it), else just dropped. The
+    /// spare keeps no waker.
+    pub(super) fn recycle(waiter: sync::Arc<Waiter>) {
+        #[cfg(not(loom))]
+        {
+            let mut waiter = waiter;
+            if let Some(exclusive) = sync::Arc::get_mut(&mut waiter) {
+                *exclusive.wake.get_mut() = Wake::Spare;
+                let _ = SPARE.try_with(|spare| spare.set(Some(waiter)));
+            }
+        }
+        #[cfg(loom)]
+        drop(waiter);
     }
 
     pub(super) fn deadline(&self) -> Option<Instant> {
@@ -128,6 +166,7 @@ impl Waiter {
         match &*self.wake.lock() {
             Wake::Thread(thread) => thread.unpark(),
             Wake::Task(waker) => waker.wake_by_ref(),
+            Wake::Spare => {}
         }
     }
 
