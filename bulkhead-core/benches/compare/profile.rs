@@ -30,6 +30,7 @@ pub const WORKLOADS: &[&str] = &[
     "semaphore-try",
     "tokio-try",
     "semaphore-call-async",
+    "semaphore-acquire-async",
     "tokio-acquire",
     "semaphore-refusal",
     "semaphore-refusal-shared",
@@ -64,6 +65,10 @@ pub fn run(workload: &str, n: u64) {
         "semaphore-call-async" => {
             let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
             profile_loop_semaphore_call_async(&sem, n);
+        }
+        "semaphore-acquire-async" => {
+            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
+            profile_loop_semaphore_acquire_async(&sem, n);
         }
         "tokio-acquire" => {
             let sem = tokio::sync::Semaphore::new(25);
@@ -156,6 +161,15 @@ fn profile_loop_semaphore_call_async(sem: &SemaphoreBulkhead, n: u64) {
     for i in 0..n {
         let call = std::pin::pin!(sem.call_async(async { black_box(i) }));
         black_box(call.poll(&mut cx).is_ready());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_semaphore_acquire_async(sem: &SemaphoreBulkhead, n: u64) {
+    let mut cx = Context::from_waker(Waker::noop());
+    for _ in 0..n {
+        let acquire = std::pin::pin!(sem.acquire_async());
+        drop(black_box(acquire.poll(&mut cx)));
     }
 }
 

@@ -69,6 +69,14 @@ impl<'a> Future for Acquire<'a> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let shared = self.shared;
+        // The first poll's common case, decided without stepping through the stages (a
+        // caller that must not queue is refused below, where it would wait).
+        if matches!(self.stage, Stage::Start)
+            && let Some(decided) = try_now(shared)
+        {
+            self.stage = Stage::Done;
+            return Poll::Ready(decided);
+        }
         let waited = loop {
             match std::mem::replace(&mut self.stage, Stage::Done) {
                 Stage::Start => {
