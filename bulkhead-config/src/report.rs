@@ -10,7 +10,7 @@ use crate::diagnostic::{Diagnostic, Diagnostics, escape_controls};
 /// Diagnostics of one check over some files, with the files' text to quote from.
 ///
 /// Printing is bounded by the number of diagnostics, whatever the input: each quotes at
-/// most [`QUOTE_WIDTH`] characters of its line, found through an index built once per
+/// most 100 characters of its line, found through an index built once per
 /// file, and control characters are escaped.
 #[derive(Clone, Debug, Default)]
 pub struct CheckReport {

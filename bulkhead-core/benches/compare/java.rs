@@ -111,7 +111,7 @@ pub fn add_rows(java: &BTreeMap<String, f64>, rows: &mut Vec<Row>, wanted: bool)
             "JDK ThreadPoolExecutor",
             Workload::PoolThroughput,
             pool_throughput::WINDOW_OURS,
-            "–",
+            "≤ 1.0×",
         ),
         (
             "pool_throughput_blocking",

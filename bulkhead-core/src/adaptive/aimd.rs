@@ -1,19 +1,19 @@
 //! AIMD: additive increase, multiplicative decrease, driven by drops.
-//!
-//! As TCP Reno and Netflix concurrency-limits' `AIMDLimit`: a window with a drop (a call
-//! that panicked, was cancelled or was marked overloaded), or whose mean latency is above
-//! `timeout`, multiplies the limit by `backoff_ratio`; any other window in which the limit
-//! was used adds one. It needs no no-load latency, so it never probes; it does need drops:
-//! without a `timeout` it does not react to a dependency that only gets slow.
-//!
-//! Difference from `AIMDLimit`: one step per window of about one round trip instead of per
-//! sample (+1 per sample doubles the limit every round trip).
 
 use std::time::Duration;
 
 use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
 
-/// The AIMD algorithm. See the [module docs](self).
+/// The AIMD algorithm.
+///
+/// As TCP Reno and Netflix concurrency-limits' `AIMDLimit`: a window with a drop (a call
+/// that panicked, was cancelled or was marked overloaded), or whose mean latency is above
+/// `timeout`, multiplies the limit by `backoff_ratio`; any other window in which the limit
+/// was used adds one. It needs no no-load latency, so it never probes; it does need drops:
+/// without a `timeout` it does not react to a dependency that only gets slow.
+///
+/// Difference from `AIMDLimit`: one step per window of about one round trip instead of per
+/// sample (+1 per sample doubles the limit every round trip).
 ///
 /// ```
 /// use std::time::Duration;

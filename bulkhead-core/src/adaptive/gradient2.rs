@@ -1,17 +1,4 @@
 //! Gradient2: scales the limit by how much slower than no-load the dependency answers.
-//!
-//! As in Netflix concurrency-limits' `Gradient2Limit` and Envoy's adaptive concurrency
-//! filter: the gradient is `tolerance × no-load / now`, kept within `0.5..=1.0`; the new
-//! limit is `limit × gradient + √limit` (the square root is headroom: a few calls may
-//! queue, so the limit can grow when the dependency can take more), moved toward by
-//! `smoothing` each window. A drop counts as the lowest gradient, 0.5.
-//!
-//! Differences from `Gradient2Limit`, and why: the no-load latency is measured by probes
-//! (as Envoy does) instead of a long-term average of every call — an average of calls that
-//! queue rises with the queue, so the limit creeps up without end while the dependency is
-//! past its knee; between probes it only falls (to a window mean under half of it: the
-//! dependency got faster). Windows of about one round trip replace per-sample updates,
-//! for the same reason as in [`Vegas`](super::Vegas).
 
 use super::no_load::Latencies;
 use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
@@ -19,7 +6,20 @@ use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
 /// The lowest gradient: a window at most halves the limit's target.
 const MIN_GRADIENT: f64 = 0.5;
 
-/// The Gradient2 algorithm. See the [module docs](self).
+/// The Gradient2 algorithm.
+///
+/// As in Netflix concurrency-limits' `Gradient2Limit` and Envoy's adaptive concurrency
+/// filter: the gradient is `tolerance × no-load / now`, kept within `0.5..=1.0`; the new
+/// limit is `limit × gradient + √limit` (the square root is headroom: a few calls may
+/// queue, so the limit can grow when the dependency can take more), moved toward by
+/// `smoothing` each window. A drop counts as the lowest gradient, 0.5.
+///
+/// Differences from `Gradient2Limit`, and why: the no-load latency is measured by probes
+/// (as Envoy does) instead of a long-term average of every call — an average of calls that
+/// queue rises with the queue, so the limit creeps up without end while the dependency is
+/// past its knee; between probes it only falls (to a window mean under half of it: the
+/// dependency got faster). Windows of about one round trip replace per-sample updates,
+/// for the same reason as in [`Vegas`](super::Vegas).
 ///
 /// ```
 /// use std::time::Duration;

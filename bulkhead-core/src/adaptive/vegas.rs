@@ -1,23 +1,23 @@
 //! Vegas: keeps a few calls queued at the dependency, estimated from latency.
-//!
-//! From TCP Vegas, as in Netflix concurrency-limits' `VegasLimit`: with the no-load
-//! latency `d` and the window's mean latency `r`, about `limit × (1 − d / r)` calls are
-//! queued at the dependency rather than being served. Few queued (≤ log10 limit): grow
-//! fast (`beta` × log10 limit); fewer than `alpha` × log10 limit: grow by log10 limit;
-//! more than `beta` × log10 limit: shrink by half the excess (at least log10 limit). A drop
-//! shrinks by a tenth.
-//!
-//! Differences from `VegasLimit`, and why: it judges windows of about one round trip
-//! instead of each sample (a limit that grows per sample overshoots by a round trip's worth
-//! before the first slow call returns); the no-load latency is the lowest *window mean*, not
-//! the lowest sample (one lucky fast call no longer makes every later call look queued); and
-//! it shrinks by half the excess queue, so a limit that starts ten times too high comes down
-//! in a few windows instead of hundreds.
 
 use super::no_load::Latencies;
 use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
 
-/// The Vegas algorithm. See the [module docs](self).
+/// The Vegas algorithm.
+///
+/// From TCP Vegas, as in Netflix concurrency-limits' `VegasLimit`: with the no-load
+/// latency `d` and the window's mean latency `r`, about `limit × (1 − d / r)` calls are
+/// queued at the dependency rather than being served. Few queued (≤ log10 limit): grow
+/// fast (`beta` × log10 limit); fewer than `alpha` × log10 limit: grow by log10 limit;
+/// more than `beta` × log10 limit: shrink by half the excess (at least log10 limit). A drop
+/// shrinks by a tenth.
+///
+/// Differences from `VegasLimit`, and why: it judges windows of about one round trip
+/// instead of each sample (a limit that grows per sample overshoots by a round trip's worth
+/// before the first slow call returns); the no-load latency is the lowest *window mean*, not
+/// the lowest sample (one lucky fast call no longer makes every later call look queued); and
+/// it shrinks by half the excess queue, so a limit that starts ten times too high comes down
+/// in a few windows instead of hundreds.
 ///
 /// ```
 /// use std::time::Duration;

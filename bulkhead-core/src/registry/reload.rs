@@ -142,7 +142,7 @@ impl Registry {
     /// where the program declares it). Names that no code declares or
     /// registered are reported in [`ReloadReport::undeclared`] with a suggestion; use
     /// [`reload_strict`](Self::reload_strict) to refuse them instead. Never blocks on
-    /// running calls (see [`SemaphoreBulkhead::resize`] and [`ThreadPoolBulkhead::resize`]).
+    /// running calls (see [`SemaphoreBulkhead::resize`](crate::SemaphoreBulkhead::resize) and [`ThreadPoolBulkhead::resize`](crate::ThreadPoolBulkhead::resize)).
     ///
     /// # Errors
     ///
