@@ -165,7 +165,7 @@ impl SemaphoreSlot {
     #[inline]
     pub fn enter_shared(
         &'static self,
-        partition: Option<&str>,
+        partition: Option<(usize, &str, u64)>,
         key: Option<u64>,
     ) -> Result<SharePermit<'static>, BulkheadError> {
         self.test_refusal()?;
@@ -176,7 +176,7 @@ impl SemaphoreSlot {
     #[inline]
     pub async fn enter_shared_async(
         &'static self,
-        partition: Option<&str>,
+        partition: Option<(usize, &str, u64)>,
         key: Option<u64>,
     ) -> Result<AsyncSharePermit<'static>, BulkheadError> {
         self.test_refusal()?;
@@ -196,13 +196,14 @@ impl SemaphoreSlot {
     }
 }
 
+#[inline]
 fn shared_admission<'a>(
     bulkhead: &'a SemaphoreBulkhead,
-    partition: Option<&str>,
+    partition: Option<(usize, &str, u64)>,
     key: Option<u64>,
 ) -> bulkhead_core::Admission<'a> {
     let admission = match partition {
-        Some(name) => bulkhead.in_partition(name),
+        Some((index, name, fingerprint)) => bulkhead.in_partition_at(index, name, fingerprint),
         None => bulkhead.unpartitioned(),
     };
     match key {

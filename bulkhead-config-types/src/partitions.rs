@@ -69,6 +69,29 @@ impl Partitions {
         self.shares.keys().map(String::as_str)
     }
 
+    /// A fingerprint of the names (FNV-1a over the sorted names): code built against one
+    /// set of names checks with one comparison that a running bulkhead has the same set,
+    /// and then trusts a partition's place among them.
+    ///
+    /// ```
+    /// use bulkhead_config_types::Partitions;
+    /// let a = Partitions::new([("live", 0.8), ("batch", 0.2)]);
+    /// let b = Partitions::new([("batch", 0.5), ("live", 0.5)]);
+    /// assert_eq!(a.fingerprint(), b.fingerprint(), "shares do not count");
+    /// assert_ne!(a.fingerprint(), Partitions::new([("live", 1.0)]).fingerprint());
+    /// ```
+    pub fn fingerprint(&self) -> u64 {
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for name in self.names() {
+            // 0xff never occurs in UTF-8: it ends each name.
+            for &byte in name.as_bytes().iter().chain(&[0xff]) {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(PRIME);
+            }
+        }
+        hash
+    }
+
     /// The slots `name` is guaranteed under a limit of `limit`: `floor(share × limit)`.
     pub fn guaranteed(&self, name: &str, limit: u32) -> Option<u32> {
         self.shares
@@ -92,11 +115,10 @@ pub fn guaranteed_slots(share: f64, limit: u32) -> u32 {
 ///
 /// No key (a tenant, a user, any `Hash + Eq` value the call names) holds more than
 /// `max_concurrent_calls` of the bulkhead at once; a call over it is refused with
-/// `KeyLimit` before it reaches the bulkhead. At most `max_keys` keys are tracked, each
-/// for as long as it has a call in progress (an idle key's entry is removed when its last
-/// call ends). While `max_keys` keys are busy, every further key shares one overflow
-/// entry, itself capped at `max_concurrent_calls`: memory stays bounded and new keys
-/// still get in, but together they get one key's share.
+/// `KeyLimit` before it reaches the bulkhead. At most `max_keys` keys are tracked (an idle
+/// key keeps its place until a new key needs it). While `max_keys` keys are busy, every
+/// further key shares one overflow entry, itself capped at `max_concurrent_calls`: memory
+/// stays bounded and new keys still get in, but together they get one key's share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]

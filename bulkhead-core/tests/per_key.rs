@@ -1,5 +1,6 @@
 //! Per-key caps on a semaphore bulkhead: one key is refused at its cap while others are
-//! admitted; memory is bounded by `max_keys`; idle keys leave nothing behind.
+//! admitted; memory is bounded by `max_keys`; idle keys are not counted, and give their
+//! place to new keys.
 //! Deterministic: barriers and async permits held on the test thread; no sleeps.
 
 use std::collections::VecDeque;

@@ -15,7 +15,9 @@ use crate::ctxt::Ctxt;
 
 /// What the expansion counts a call under.
 pub(crate) struct Shares {
-    partition: Option<String>,
+    /// The partition's name, its place among the declared (sorted) names and their
+    /// fingerprint.
+    partition: Option<(String, usize, u64)>,
     key: Option<syn::Expr>,
 }
 
@@ -86,18 +88,23 @@ pub(crate) fn check(
         }
     }
     Some(Shares {
-        partition: args.partition.as_ref().map(syn::LitStr::value),
+        partition: args.partition.as_ref().map(|lit| {
+            let name = lit.value();
+            let index = partitions.names().position(|n| n == name).unwrap_or(0);
+            (name, index, partitions.fingerprint())
+        }),
         key: args.key.clone(),
     })
 }
 
 impl Shares {
-    /// The arguments of the slot's `enter_shared*` calls: the partition's name (or none)
-    /// and the key's id (or none), the key evaluated once, before admission.
+    /// The arguments of the slot's `enter_shared*` calls: the partition's place among the
+    /// declared names and its name (or none; the place is checked against the running
+    /// names), and the key's id (or none), the key evaluated once, before admission.
     pub(crate) fn arguments(&self) -> TokenStream {
         let p = quote!(::bulkhead::__private);
         let partition = match &self.partition {
-            Some(name) => quote!(#p::Some(#name)),
+            Some((name, index, fingerprint)) => quote!(#p::Some((#index, #name, #fingerprint))),
             None => quote!(#p::None),
         };
         let key = match &self.key {

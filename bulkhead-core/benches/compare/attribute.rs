@@ -15,6 +15,13 @@ pub fn guarded(x: u64) -> Result<u64, BulkheadError> {
     Ok(black_box(x))
 }
 
+/// An uncontended call through the attribute, in a partition (`bench-attribute-partitioned`:
+/// a semaphore of 25, `live: 0.8`): compared with [`guarded`].
+#[bulkhead::bulkhead("bench-attribute-partitioned", partition = "live")]
+pub fn guarded_in_partition(x: u64) -> Result<u64, BulkheadError> {
+    Ok(black_box(x))
+}
+
 /// A call through the attribute that is refused (`bench-attribute-full`: a semaphore of
 /// 1, whose permit [`full_attribute`] holds).
 #[bulkhead::bulkhead("bench-attribute-full")]

@@ -13,7 +13,8 @@ use std::hint::black_box;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use bulkhead_core::{SemaphoreBulkhead, ThreadPoolBulkhead};
+use bulkhead_config_types::{Partitions, PerKeyConfig};
+use bulkhead_core::{Partition, SemaphoreBulkhead, ThreadPoolBulkhead};
 
 use crate::fixtures::{
     QUEUE, WORKERS, full_pool, full_semaphore, full_semaphore_shared_name, pool_config,
@@ -41,6 +42,9 @@ pub const WORKLOADS: &[&str] = &[
     "crossbeam-round-trip",
     "pool-window",
     "crossbeam-window",
+    "partition-call",
+    "attribute-partition-call",
+    "keyed-call",
 ];
 
 pub fn run(workload: &str, n: u64) {
@@ -110,6 +114,18 @@ pub fn run(workload: &str, n: u64) {
             let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
             profile_loop_crossbeam_window(&pool, n);
         }
+        "partition-call" => {
+            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
+                .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+            profile_loop_partition_call(&sem.partition("live").expect("declared above"), n);
+        }
+        "attribute-partition-call" => profile_loop_attribute_partition_call(n),
+        "keyed-call" => {
+            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
+                .with_per_key(Some(&PerKeyConfig::new(5)));
+            let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
+            profile_loop_keyed_call(&sem, &tenants, n);
+        }
         other => {
             eprintln!(
                 "unknown workload {other:?}; one of: {}",
@@ -117,6 +133,28 @@ pub fn run(workload: &str, n: u64) {
             );
             std::process::exit(2);
         }
+    }
+}
+
+#[inline(never)]
+fn profile_loop_partition_call(partition: &Partition, n: u64) {
+    for i in 0..n {
+        black_box(partition.call(|| black_box(i)).ok());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_attribute_partition_call(n: u64) {
+    for i in 0..n {
+        black_box(crate::attribute::guarded_in_partition(i).ok());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_keyed_call(sem: &SemaphoreBulkhead, tenants: &[String], n: u64) {
+    for i in 0..n {
+        let tenant = &tenants[i as usize % tenants.len()];
+        black_box(sem.keyed(tenant).call(|| black_box(i)).ok());
     }
 }
 

@@ -214,6 +214,7 @@ impl SemaphoreBulkhead {
     }
 
     /// Partitions and per-key caps (`crate::shares`).
+    #[inline]
     pub(crate) fn shares(&self) -> &crate::shares::Layers {
         &self.shared.shares
     }

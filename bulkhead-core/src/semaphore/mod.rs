@@ -148,11 +148,13 @@ impl SemaphoreBulkhead {
     }
 
     /// The bulkhead's name.
+    #[inline]
     pub fn name(&self) -> &BulkheadName {
         &self.shared.name
     }
 
     /// The limit in force: `max_concurrent_calls`, or the adaptive limit within it.
+    #[inline]
     pub fn limit(&self) -> u32 {
         self.shared.limit.load(AcquireOrd)
     }
@@ -199,7 +201,7 @@ impl SemaphoreBulkhead {
     /// [`acquire`](Self::acquire) (`may_wait`) or [`try_acquire`](Self::try_acquire).
     /// Inlined into the caller: see `admission.rs`, *Code shape*.
     #[inline(always)]
-    fn permit(&self, may_wait: bool) -> Result<Permit<'_>, BulkheadError> {
+    pub(crate) fn permit(&self, may_wait: bool) -> Result<Permit<'_>, BulkheadError> {
         let shared = &*self.shared;
         let held = match shared.admit_fast(may_wait) {
             Fast::Admitted => true,

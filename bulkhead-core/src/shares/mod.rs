@@ -22,20 +22,24 @@
 //! live by a reload; a bulkhead with neither setting pays nothing on its plain calls.
 
 mod admission;
+mod handle;
 mod partition;
 mod per_key;
+mod permits;
 
 use std::sync::OnceLock;
 
 use bulkhead_config_types::{Partitions, PerKeyConfig};
 
+pub use admission::Admission;
 pub(crate) use admission::Counted;
-pub use admission::{Admission, AsyncSharePermit, Partition, SharePermit};
+pub use handle::Partition;
 use partition::PartitionTable;
 pub use partition::{PartitionNamesChanged, PartitionSnapshot};
 use per_key::KeyTable;
 pub(crate) use per_key::key_id;
 pub use per_key::{KeyLoad, PerKeySnapshot, TOP_KEYS};
+pub use permits::{AsyncSharePermit, SharePermit};
 
 /// The partitions and per-key caps of one semaphore bulkhead.
 #[derive(Default)]

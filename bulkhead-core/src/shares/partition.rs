@@ -1,14 +1,11 @@
 //! Partitions: named shares of one semaphore bulkhead's limit (`partitions: { live: 0.8,
 //! batch: 0.2 }`), decided in front of the bulkhead's own admission.
 //!
-//! Each partition counts its calls *in flight* (holding a permit or waiting for one). A
-//! call counts itself in with one `fetch_add`; the value it replaced decides its path:
-//!
-//! * below the partition's guarantee (`floor(share × limit)`, the limit read now, so a
-//!   resized or adaptive limit moves every guarantee with it): the call is admitted as the
-//!   bulkhead admits any call, and may wait up to `max_wait` in its first-come queue;
-//! * at or above it: the call **borrows**: it takes a permit only if one is free at that
-//!   instant and nobody is queued (`try_acquire`), and never waits.
+//! Each partition counts its calls *in flight* (holding a permit or waiting for one) as
+//! two monotonic counters, `entered` and `left`, on one cache line: a call loads `left`,
+//! then counts itself in with one `fetch_add` on `entered`; the difference decides its
+//! path, and the call's end is one `fetch_add` on `left`. (Two read-modify-writes per call,
+//! and `entered` doubles as the admitted total, so admission counts nothing else.)
 //!
 //! # Invariants
 //!
@@ -16,8 +13,11 @@
 //!    bulkhead's own permits, taken by its compare-and-swap. Nothing here reads an
 //!    in-flight total and then acts on it, the check-then-act race by which partitioned
 //!    limiters have let partitions together exceed their global limit.
-//! 2. At most `guaranteed` calls of a partition take the waiting path at a time: the
-//!    `fetch_add` hands out distinct previous values, so no two calls see the same one.
+//! 2. At most `guaranteed` calls of a partition take the waiting path at a time. A call
+//!    reads `left` *before* its `fetch_add` on `entered`, so every end it sees is of a call
+//!    counted in before it: `entered before it − left seen` is never below the calls
+//!    in flight ahead of it, and the `fetch_add` hands out distinct previous values. An
+//!    old `left` only makes a call borrow when it could have waited, never the reverse.
 //! 3. Only calls below their guarantee wait. The bulkhead is fair (validation requires it
 //!    with partitions): while anyone waits, newcomers find no free permit, and a released
 //!    permit — borrowed or not — goes to the longest waiter. Borrowed capacity is thus
@@ -27,28 +27,37 @@
 //!
 //! The names are fixed when the partitions are first set; their shares may change live.
 
-use std::sync::atomic::Ordering::{AcqRel, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire as AcquireOrd, Relaxed, Release};
 
 use bulkhead_config_types::{Partitions, guaranteed_slots};
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicU32, AtomicU64};
+use crate::sync::AtomicU64;
 
 /// The partitions of one bulkhead: a fixed list of names, each with its live state.
 pub(crate) struct PartitionTable {
     partitions: Box<[PartitionState]>,
+    /// [`Partitions::fingerprint`] of the names.
+    fingerprint: u64,
 }
 
 /// One partition's share and counters.
 pub(crate) struct PartitionState {
     name: Box<str>,
-    /// The share, as `f64` bits (changed live by a reload).
+    /// The share, as `f64` bits, finite and within 0..=1 (changed live by a reload).
     share: AtomicU64,
-    /// Calls holding a permit or waiting for one.
-    in_flight: CachePadded<AtomicU32>,
-    admitted: AtomicU64,
+    /// Calls in flight: `entered - left` (see the module docs).
+    counts: CachePadded<Counts>,
     borrowed: AtomicU64,
     refused: AtomicU64,
+}
+
+/// A partition's two monotonic call counters, on one cache line.
+struct Counts {
+    /// Calls counted in (admitted or refused by the bulkhead; re-entrant ones too).
+    entered: AtomicU64,
+    /// Calls whose count was taken back (invariant 4).
+    left: AtomicU64,
 }
 
 /// Why new partitions could not replace the running ones: their names differ.
@@ -79,7 +88,9 @@ pub struct PartitionSnapshot {
     pub guaranteed: u32,
     /// Its calls holding a permit or waiting for one, right now.
     pub in_flight: u32,
-    /// Its calls admitted so far.
+    /// Its calls admitted so far: every call counted in and not refused, so a call still
+    /// waiting for a permit (below its guarantee, within `max_wait`) is included until it
+    /// is refused. (Derived from the in-flight counters: admission counts nothing more.)
     pub admitted: u64,
     /// Of those, the calls admitted while the partition was at or above its guarantee
     /// (capacity borrowed from the others or from the unshared remainder).
@@ -91,14 +102,17 @@ pub struct PartitionSnapshot {
 impl PartitionTable {
     pub(crate) fn new(partitions: &Partitions) -> Self {
         PartitionTable {
+            fingerprint: partitions.fingerprint(),
             partitions: partitions
                 .shares
                 .iter()
                 .map(|(name, share)| PartitionState {
                     name: name.as_str().into(),
-                    share: AtomicU64::new(share.to_bits()),
-                    in_flight: CachePadded::new(AtomicU32::new(0)),
-                    admitted: AtomicU64::new(0),
+                    share: AtomicU64::new(sane(*share).to_bits()),
+                    counts: CachePadded::new(Counts {
+                        entered: AtomicU64::new(0),
+                        left: AtomicU64::new(0),
+                    }),
                     borrowed: AtomicU64::new(0),
                     refused: AtomicU64::new(0),
                 })
@@ -111,8 +125,20 @@ impl PartitionTable {
         self.partitions.iter().position(|p| &*p.name == name)
     }
 
+    #[inline]
     pub(crate) fn get(&self, index: usize) -> Option<&PartitionState> {
         self.partitions.get(index)
+    }
+
+    /// `index` when the running names have `fingerprint` (the index was resolved among
+    /// them when the code was built), else the place of `name`.
+    #[inline]
+    pub(crate) fn resolve(&self, index: usize, name: &str, fingerprint: u64) -> Option<usize> {
+        if self.fingerprint == fingerprint {
+            Some(index)
+        } else {
+            self.index_of(name)
+        }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -136,7 +162,7 @@ impl PartitionTable {
     pub(crate) fn set_shares(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
         self.check_names(partitions)?;
         for (state, share) in self.partitions.iter().zip(partitions.shares.values()) {
-            state.share.store(share.to_bits(), Relaxed);
+            state.share.store(sane(*share).to_bits(), Relaxed);
         }
         Ok(())
     }
@@ -146,17 +172,31 @@ impl PartitionTable {
             .iter()
             .map(|p| {
                 let share = f64::from_bits(p.share.load(Relaxed));
+                // `left` first: it never passes the `entered` read after it.
+                let refused = p.refused.load(Relaxed);
+                let left = p.counts.left.load(AcquireOrd);
+                let entered = p.counts.entered.load(AcquireOrd);
                 PartitionSnapshot {
                     name: p.name.to_string(),
                     share,
                     guaranteed: guaranteed_slots(share, limit),
-                    in_flight: p.in_flight.load(Relaxed),
-                    admitted: p.admitted.load(Relaxed),
+                    in_flight: u32::try_from(entered.saturating_sub(left)).unwrap_or(u32::MAX),
+                    admitted: entered.saturating_sub(refused),
                     borrowed: p.borrowed.load(Relaxed),
-                    refused: p.refused.load(Relaxed),
+                    refused,
                 }
             })
             .collect()
+    }
+}
+
+/// A share as stored: finite and within 0..=1 (0 for anything else), so
+/// [`PartitionState::enter`] needs no checks and truncation is `floor`.
+fn sane(share: f64) -> f64 {
+    if share.is_finite() && share > 0.0 {
+        share.min(1.0)
+    } else {
+        0.0
     }
 }
 
@@ -165,23 +205,26 @@ impl PartitionState {
     /// wait), `false` when it borrows (invariant 2).
     #[inline]
     pub(crate) fn enter(&self, limit: u32) -> bool {
-        let guaranteed = guaranteed_slots(f64::from_bits(self.share.load(Relaxed)), limit);
-        self.in_flight.fetch_add(1, AcqRel) < guaranteed
+        let share = f64::from_bits(self.share.load(Relaxed));
+        // `sane` shares: the product is within 0..=limit and truncation is `floor`,
+        // as `guaranteed_slots` computes it for the snapshot.
+        let guaranteed = (share * f64::from(limit)) as u32;
+        let left = self.counts.left.load(AcquireOrd);
+        let ahead = self.counts.entered.fetch_add(1, AcqRel);
+        ahead.saturating_sub(left) < u64::from(guaranteed)
     }
 
     /// Takes a call's count back (invariant 4).
     #[inline]
     pub(crate) fn leave(&self) {
-        self.in_flight.fetch_sub(1, Release);
+        self.counts.left.fetch_add(1, Release);
     }
 
-    /// Counts an admission (`borrowed`: admitted at or above the guarantee).
+    /// Counts an admission that borrowed (admitted at or above the guarantee); every
+    /// call counted in and not refused is admitted.
     #[inline]
-    pub(crate) fn admitted(&self, borrowed: bool) {
-        self.admitted.fetch_add(1, Relaxed);
-        if borrowed {
-            self.borrowed.fetch_add(1, Relaxed);
-        }
+    pub(crate) fn borrowed(&self) {
+        self.borrowed.fetch_add(1, Relaxed);
     }
 
     #[inline]

@@ -1,30 +1,46 @@
 //! Per-key caps: no key (a tenant, a user) holds more than `max_concurrent_calls` of a
 //! bulkhead at once, with memory bounded by `max_keys`.
 //!
-//! A key is any `Hash` value; it is reduced to a 64-bit *key id* with a hasher seeded once
-//! per process, and only ids are stored (two keys with one id would share a cap; with 64
-//! bits that is negligible). The table maps id → calls in flight in a sharded map
-//! (`dashmap`), so keys on different shards never contend.
+//! A key is any `Hash` value; it is reduced to a 64-bit *key id* with `foldhash` (the
+//! default hasher of `hashbrown`, already in the dependency tree), seeded once per process,
+//! and only ids are stored (two keys with one id would share a cap; with 64 bits that is
+//! negligible).
+//!
+//! Each tracked key has a *place*: an atomic count of its calls in flight at a fixed
+//! index of [`Places`] (grown in buckets, never moved). Shards (a lock each, so keys on
+//! different shards never contend) map ids to places. A call takes its key's shard lock
+//! once, to find or make the place and count itself in; its permit keeps the place's
+//! index, and the call's end is one atomic subtraction there, with no lookup and no lock.
 //!
 //! # Invariants
 //!
-//! 1. An entry exists only while its key has a call in flight: the call that takes its
-//!    count to 0 removes it, under the shard's lock, so an idle key costs nothing.
-//! 2. At most `max_keys` entries exist: a new key reserves its place in `tracked` before
-//!    inserting. A new key that finds the table full joins the **overflow** entry, one
-//!    count shared by every such key and capped at `max_concurrent_calls` like any key.
-//! 3. No entry's count (nor the overflow's) exceeds `max_concurrent_calls` as it was
-//!    when each call was counted in; a call over it is refused before it reaches the
-//!    bulkhead, and counts nothing.
+//! 1. Counts go up only under the shard lock of their key, and down without it; so a
+//!    count read under that lock can only fall before the lock is released.
+//! 2. At most `max_keys` ids are mapped (busy or idle): a new key reserves its place in
+//!    `tracked` before mapping. An idle key (count 0) keeps its place until a new key
+//!    needs it. The first new key to find the table full sets `pressure` and *sweeps*
+//!    every shard, unmapping idle keys (under their shard's lock: by invariant 1 none can
+//!    become busy meanwhile) and freeing their places. From then on, a key whose count
+//!    falls to 0 puts its place on the `idle` list (once), and a new key that finds the
+//!    table full unmaps one from there instead of sweeping. Each step is sequentially
+//!    consistent, so a key going idle either is seen by the sweep or sees `pressure`: a
+//!    new key joins the **overflow** entry (one count shared by every such key, capped
+//!    like any key) only while `max_keys` keys are busy.
+//! 3. No count (nor the overflow's) exceeds `max_concurrent_calls` as it was when each
+//!    call was counted in; a call over it is refused before it reaches the bulkhead, and
+//!    counts nothing.
+//! 4. A place is reused only once unmapped with count 0, so a permit's index names its
+//!    key's place until that permit's subtraction, its last use of it.
 
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicU32;
-use std::sync::atomic::Ordering::{AcqRel, Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use bulkhead_config_types::PerKeyConfig;
-use dashmap::DashMap;
-use dashmap::mapref::entry::Entry;
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
 
 /// How many of the busiest keys a snapshot lists.
 pub const TOP_KEYS: usize = 10;
@@ -33,18 +49,26 @@ pub const TOP_KEYS: usize = 10;
 pub(crate) struct KeyTable {
     max_per_key: AtomicU32,
     max_keys: AtomicU32,
-    /// Key id → calls in flight (never 0: invariant 1).
-    entries: DashMap<u64, u32, BuildHasherDefault<KeyIdHasher>>,
-    /// Entries in `entries` plus places reserved for ones being inserted.
+    /// Key id → place, by shard (the id's middle bits pick the shard).
+    shards: Box<[CachePadded<Mutex<Ids>>]>,
+    places: Places,
+    /// Ids mapped in `shards` plus places reserved for ones being mapped.
     tracked: AtomicU32,
+    /// Set once a new key found the table full (until a reload changes the bounds): keys
+    /// going idle then list their places in `idle`.
+    pressure: AtomicBool,
+    /// Places whose key went idle under `pressure` (each at most once: `Place::queued`).
+    idle: Mutex<Vec<u32>>,
     /// Calls in flight of keys that found the table full (invariant 2).
     overflow: AtomicU32,
 }
 
-/// Where one admitted call is counted.
+type Ids = HashMap<u64, u32, BuildHasherDefault<KeyIdHasher>>;
+
+/// Where one admitted call is counted: its key's place, or the overflow entry.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum KeyHold {
-    Tracked(u64),
+    Tracked(u32),
     Overflow,
 }
 
@@ -57,7 +81,7 @@ pub struct PerKeySnapshot {
     pub max_concurrent_calls: u32,
     /// The most keys tracked at once.
     pub max_keys: u32,
-    /// Keys with a call in flight, tracked now (at most `max_keys`).
+    /// Keys with a call in flight now (at most `max_keys`).
     pub keys_tracked: u32,
     /// Of those, the keys holding their whole cap.
     pub keys_at_limit: u32,
@@ -81,89 +105,196 @@ pub struct KeyLoad {
 
 impl KeyTable {
     pub(crate) fn new(config: &PerKeyConfig) -> Self {
+        let threads = std::thread::available_parallelism().map_or(4, usize::from);
+        let shards = (threads * 4).next_power_of_two().clamp(4, 256);
         KeyTable {
             max_per_key: AtomicU32::new(config.max_concurrent_calls),
             max_keys: AtomicU32::new(config.max_keys),
-            entries: DashMap::default(),
+            shards: (0..shards)
+                .map(|_| CachePadded::new(Mutex::new(Ids::default())))
+                .collect(),
+            places: Places::default(),
             tracked: AtomicU32::new(0),
+            pressure: AtomicBool::new(false),
+            idle: Mutex::new(Vec::new()),
             overflow: AtomicU32::new(0),
         }
     }
 
-    /// Takes a new cap and bound; entries above a lowered bound leave as their calls end.
+    /// Takes a new cap and bound; ids above a lowered bound are unmapped by sweeps.
     pub(crate) fn configure(&self, config: &PerKeyConfig) {
         self.max_per_key.store(config.max_concurrent_calls, Relaxed);
         self.max_keys.store(config.max_keys, Relaxed);
+        self.pressure.store(false, SeqCst);
+    }
+
+    #[inline]
+    fn shard(&self, id: u64) -> &Mutex<Ids> {
+        // The map's buckets use the id's low bits: the shard takes others.
+        &self.shards[(id >> 32) as usize & (self.shards.len() - 1)]
     }
 
     /// Counts a call of key `id` in; `None` when the key (or the overflow entry) already
     /// holds its cap (invariant 3).
+    #[inline]
     pub(crate) fn enter(&self, id: u64) -> Option<KeyHold> {
         let cap = self.max_per_key.load(Relaxed);
-        match self.entries.entry(id) {
-            Entry::Occupied(mut entry) => {
-                let count = entry.get_mut();
-                if *count >= cap {
-                    return None;
-                }
-                *count += 1;
-                Some(KeyHold::Tracked(id))
+        let shard = self.shard(id);
+        {
+            let mut ids = shard.lock();
+            if let Some(&place) = ids.get(&id) {
+                return self.count_in(place, cap);
             }
-            Entry::Vacant(entry) => {
-                if cap == 0 {
-                    return None;
-                }
-                let max_keys = self.max_keys.load(Relaxed);
-                if self.tracked.fetch_add(1, AcqRel) < max_keys {
-                    entry.insert(1);
-                    return Some(KeyHold::Tracked(id));
-                }
-                self.tracked.fetch_sub(1, AcqRel);
-                drop(entry);
-                self.overflow
-                    .fetch_update(AcqRel, Relaxed, |n| (n < cap).then_some(n + 1))
-                    .ok()
-                    .map(|_| KeyHold::Overflow)
+            if let Some(hold) = self.map(&mut ids, id, cap) {
+                return hold;
             }
+        }
+        self.enter_full(id, cap)
+    }
+
+    /// Counts a call in at `place` under its shard's lock (invariant 1: the count read
+    /// can only fall before the add).
+    #[inline]
+    fn count_in(&self, place: u32, cap: u32) -> Option<KeyHold> {
+        let count = &self.places.get(place)?.count;
+        if count.load(Relaxed) >= cap {
+            return None;
+        }
+        count.fetch_add(1, AcqRel);
+        Some(KeyHold::Tracked(place))
+    }
+
+    /// Maps `id` to a place with its first call counted in, if the table has room;
+    /// `None` when it is full.
+    fn map(&self, ids: &mut Ids, id: u64, cap: u32) -> Option<Option<KeyHold>> {
+        if cap == 0 {
+            return Some(None);
+        }
+        if self.tracked.fetch_add(1, AcqRel) >= self.max_keys.load(Relaxed) {
+            self.tracked.fetch_sub(1, AcqRel);
+            return None;
+        }
+        let place = self.places.take();
+        if let Some(p) = self.places.get(place) {
+            p.id.store(id, Relaxed);
+        }
+        ids.insert(id, place);
+        Some(self.count_in(place, cap))
+    }
+
+    /// A new key found the table full: the first such key sweeps, later ones unmap a key
+    /// gone idle since; else the overflow entry (invariant 2).
+    #[cold]
+    fn enter_full(&self, id: u64, cap: u32) -> Option<KeyHold> {
+        if !self.pressure.load(SeqCst) {
+            self.pressure.store(true, SeqCst);
+            self.sweep();
+        }
+        loop {
+            {
+                let mut ids = self.shard(id).lock();
+                // Another call of this key may have mapped it meanwhile.
+                if let Some(&place) = ids.get(&id) {
+                    return self.count_in(place, cap);
+                }
+                if let Some(hold) = self.map(&mut ids, id, cap) {
+                    return hold;
+                }
+            }
+            let Some(place) = self.idle.lock().pop() else {
+                break;
+            };
+            self.reclaim(place);
+        }
+        self.overflow
+            .fetch_update(AcqRel, Relaxed, |n| (n < cap).then_some(n + 1))
+            .ok()
+            .map(|_| KeyHold::Overflow)
+    }
+
+    /// Unmaps the key of an `idle` place if it is still mapped there and still idle.
+    fn reclaim(&self, place: u32) {
+        let Some(p) = self.places.get(place) else {
+            return;
+        };
+        p.queued.store(false, SeqCst);
+        let victim = p.id.load(Relaxed);
+        let mut ids = self.shard(victim).lock();
+        if ids.get(&victim) == Some(&place) && p.count.load(SeqCst) == 0 {
+            ids.remove(&victim);
+            self.places.free.lock().push(place);
+            self.tracked.fetch_sub(1, AcqRel);
         }
     }
 
-    /// Takes a call's count back, removing its key's entry at 0 (invariant 1).
+    /// Unmaps every idle id and frees its place; how many were freed. Locks one shard at
+    /// a time, then the free list (the order `map` takes them in too).
+    fn sweep(&self) -> u32 {
+        let mut freed = 0u32;
+        for shard in &*self.shards {
+            let mut ids = shard.lock();
+            let mut free = self.places.free.lock();
+            ids.retain(|_, &mut place| {
+                let idle = self
+                    .places
+                    .get(place)
+                    .is_none_or(|p| p.count.load(SeqCst) == 0);
+                if idle {
+                    free.push(place);
+                    freed += 1;
+                }
+                !idle
+            });
+        }
+        self.tracked.fetch_sub(freed, AcqRel);
+        freed
+    }
+
+    /// Takes a call's count back: one subtraction at its place (invariant 4).
+    #[inline]
     pub(crate) fn leave(&self, hold: KeyHold) {
         match hold {
             KeyHold::Overflow => {
                 self.overflow.fetch_sub(1, AcqRel);
             }
-            KeyHold::Tracked(id) => {
-                if let Entry::Occupied(mut entry) = self.entries.entry(id) {
-                    let count = entry.get_mut();
-                    *count = count.saturating_sub(1);
-                    if *count == 0 {
-                        entry.remove();
-                        self.tracked.fetch_sub(1, AcqRel);
+            KeyHold::Tracked(place) => {
+                if let Some(p) = self.places.get(place) {
+                    // Sequentially consistent with `pressure` and the sweep (invariant 2).
+                    if p.count.fetch_sub(1, SeqCst) == 1 && self.pressure.load(SeqCst) {
+                        self.went_idle(place, p);
                     }
                 }
             }
         }
     }
 
-    /// Aggregates and the busiest keys; walks the table (at most `max_keys` entries).
+    /// Lists a place whose key went idle under pressure, unless it is listed already.
+    #[cold]
+    fn went_idle(&self, place: u32, p: &Place) {
+        if !p.queued.swap(true, SeqCst) {
+            self.idle.lock().push(place);
+        }
+    }
+
+    /// Aggregates and the busiest keys; walks the table (at most `max_keys` ids).
     pub(crate) fn snapshot(&self) -> PerKeySnapshot {
         let cap = self.max_per_key.load(Relaxed);
         let mut keys_tracked = 0u32;
         let mut keys_at_limit = 0u32;
         let mut top: Vec<KeyLoad> = Vec::with_capacity(TOP_KEYS + 1);
-        for entry in self.entries.iter() {
-            let load = KeyLoad {
-                key_id: *entry.key(),
-                in_flight: *entry.value(),
-            };
-            keys_tracked += 1;
-            keys_at_limit += u32::from(load.in_flight >= cap);
-            let at = top.partition_point(|k| k.in_flight >= load.in_flight);
-            if at < TOP_KEYS {
-                top.insert(at, load);
-                top.truncate(TOP_KEYS);
+        for shard in &*self.shards {
+            for (&key_id, &place) in shard.lock().iter() {
+                let in_flight = self.places.get(place).map_or(0, |p| p.count.load(Relaxed));
+                if in_flight == 0 {
+                    continue;
+                }
+                keys_tracked += 1;
+                keys_at_limit += u32::from(in_flight >= cap);
+                let at = top.partition_point(|k| k.in_flight >= in_flight);
+                if at < TOP_KEYS {
+                    top.insert(at, KeyLoad { key_id, in_flight });
+                    top.truncate(TOP_KEYS);
+                }
             }
         }
         PerKeySnapshot {
@@ -175,12 +306,81 @@ impl KeyTable {
             top_keys: top,
         }
     }
+
+    /// Ids mapped now, busy or idle (tests: never above `max_keys`).
+    #[cfg(test)]
+    fn mapped(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+}
+
+/// One tracked key's place.
+#[derive(Default)]
+struct Place {
+    /// Its key's calls in flight (invariant 1).
+    count: AtomicU32,
+    /// On the `idle` list.
+    queued: AtomicBool,
+    /// The id mapped to it last (set under that id's shard lock).
+    id: AtomicU64,
+}
+
+/// Bucket 0 holds `1 << FIRST_BITS` places; each next bucket twice the one before.
+const FIRST_BITS: u32 = 6;
+/// Enough buckets for every `u32` index.
+const BUCKETS: usize = 27;
+
+/// The keys' counts at fixed indexes: buckets allocated as the table first needs them,
+/// never moved or freed while the table lives; freed places are reused first.
+#[derive(Default)]
+struct Places {
+    buckets: [OnceLock<Box<[Place]>>; BUCKETS],
+    /// Places handed out so far (the next new index).
+    next: AtomicU32,
+    /// Places unmapped by a sweep, count 0, to be reused.
+    free: Mutex<Vec<u32>>,
+}
+
+impl Places {
+    /// Bucket and offset of index `i`.
+    #[inline]
+    fn locate(i: u32) -> (usize, usize) {
+        let j = u64::from(i) + (1 << FIRST_BITS);
+        let bucket = 63 - j.leading_zeros() - FIRST_BITS;
+        (
+            bucket as usize,
+            (j - ((1 << FIRST_BITS) << bucket)) as usize,
+        )
+    }
+
+    #[inline]
+    fn get(&self, i: u32) -> Option<&Place> {
+        let (bucket, offset) = Self::locate(i);
+        self.buckets.get(bucket)?.get()?.get(offset)
+    }
+
+    /// A place with count 0: a freed one, or a new one.
+    fn take(&self) -> u32 {
+        if let Some(place) = self.free.lock().pop() {
+            return place;
+        }
+        let i = self.next.fetch_add(1, Relaxed);
+        let (bucket, _) = Self::locate(i);
+        self.buckets[bucket].get_or_init(|| {
+            (0..(1usize << FIRST_BITS) << bucket)
+                .map(|_| Place::default())
+                .collect()
+        });
+        i
+    }
 }
 
 /// The id `key` is counted under: one hasher, seeded once per process, for every bulkhead.
+#[inline]
 pub(crate) fn key_id<K: Hash + ?Sized>(key: &K) -> u64 {
-    static SEED: OnceLock<RandomState> = OnceLock::new();
-    SEED.get_or_init(RandomState::new).hash_one(key)
+    static SEED: OnceLock<foldhash::quality::RandomState> = OnceLock::new();
+    SEED.get_or_init(foldhash::quality::RandomState::default)
+        .hash_one(key)
 }
 
 /// The map's hasher: key ids are already uniform hashes, so it passes them through.
@@ -234,14 +434,55 @@ mod tests {
     }
 
     #[test]
-    fn idle_keys_leave_no_entry() {
+    fn idle_keys_are_not_tracked_and_their_places_are_reused() {
         let t = table(1, 100);
         for n in 0..1000u32 {
             let hold = t.enter(key_id(&n)).unwrap();
             t.leave(hold);
         }
         assert_eq!(t.snapshot().keys_tracked, 0);
-        assert!(t.entries.is_empty());
+        assert!(t.mapped() <= 100, "{} ids mapped", t.mapped());
+        assert!(
+            t.places.next.load(Relaxed) <= 100,
+            "places are reused: {} made",
+            t.places.next.load(Relaxed)
+        );
+    }
+
+    #[test]
+    fn a_new_key_sweeps_idle_keys_out_of_a_full_table() {
+        let t = table(1, 2);
+        let a = t.enter(key_id("a")).unwrap();
+        t.leave(t.enter(key_id("b")).unwrap());
+        // Full: `a` busy, `b` idle. A new key takes `b`'s place, not the overflow.
+        let c = t.enter(key_id("c")).unwrap();
+        assert!(matches!(c, KeyHold::Tracked(_)), "{c:?}");
+        // Now both are busy: the next new key shares the overflow entry.
+        let d = t.enter(key_id("d")).unwrap();
+        assert!(matches!(d, KeyHold::Overflow), "{d:?}");
+        assert!(t.pressure.load(SeqCst));
+        // `a` goes idle under pressure: listed, and the next new key gets its place.
+        t.leave(a);
+        assert_eq!(t.idle.lock().len(), 1);
+        assert!(matches!(t.enter(key_id("e")), Some(KeyHold::Tracked(_))));
+        assert_eq!(t.mapped(), 2, "`a` was unmapped for `e`");
+    }
+
+    #[test]
+    fn places_are_found_across_buckets() {
+        let places = Places::default();
+        let made: Vec<u32> = (0..1000).map(|_| places.take()).collect();
+        for &i in &made {
+            places.get(i).unwrap().count.fetch_add(i, Relaxed);
+        }
+        for &i in &made {
+            let count = places.get(i).unwrap().count.load(Relaxed);
+            assert_eq!(count, i, "place {i} is its own");
+        }
+        assert_eq!(Places::locate(0), (0, 0));
+        assert_eq!(Places::locate(63), (0, 63));
+        assert_eq!(Places::locate(64), (1, 0));
+        assert_eq!(Places::locate(u32::MAX).0, BUCKETS - 1);
     }
 
     #[test]
@@ -256,12 +497,12 @@ mod tests {
         );
         let s = t.snapshot();
         assert_eq!((s.keys_tracked, s.overflow_in_flight), (3, 2));
-        assert_eq!(t.entries.len(), 3, "never more than max_keys entries");
+        assert_eq!(t.mapped(), 3, "never more than max_keys ids");
         for hold in held.into_iter().chain(over.into_iter().flatten()) {
             t.leave(hold);
         }
-        assert_eq!(t.snapshot().overflow_in_flight, 0);
-        assert!(t.entries.is_empty());
+        let s = t.snapshot();
+        assert_eq!((s.keys_tracked, s.overflow_in_flight), (0, 0));
     }
 
     #[test]

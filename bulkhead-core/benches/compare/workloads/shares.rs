@@ -1,5 +1,6 @@
 //! Workload "shares": admission through a partition and through a per-key cap, against
-//! the plain semaphore call in the same run; and resident memory after 1,000,000 distinct
+//! the plain semaphore call in the same run (the attribute's `partition = "…"` against the
+//! plain attribute); and resident memory after 1,000,000 distinct
 //! keys (each admitted and released) against 1,000,000 plain calls.
 
 use std::hint::black_box;
@@ -8,6 +9,7 @@ use bulkhead_config_types::{Partitions, PerKeyConfig};
 use bulkhead_core::SemaphoreBulkhead;
 
 use crate::alloc;
+use crate::attribute;
 use crate::fixtures::semaphore_config;
 use crate::harness::{Cell, Row, Settings, Unit, each, find, measure, report};
 use crate::workloads::Workload;
@@ -21,7 +23,8 @@ fn resident_kib() -> f64 {
 
 const PLAIN: &str = "SemaphoreBulkhead::call (plain)";
 const PARTITIONED: &str = "Partition::call (live: 0.8 of 25)";
-const PARTITIONED_BY_NAME: &str = "in_partition(\"live\").call (the attribute's path)";
+const ATTRIBUTE_PLAIN: &str = "#[bulkhead] fn (plain)";
+const ATTRIBUTE_PARTITIONED: &str = "#[bulkhead(partition = \"live\")] fn";
 const KEYED: &str = "keyed(&tenant).call (per_key: 5, 1000 tenants)";
 
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
@@ -32,7 +35,7 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let keyed = SemaphoreBulkhead::new("bench-keyed", &semaphore_config(25))
         .with_per_key(Some(&PerKeyConfig::new(5)));
     let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
-    let (mut a, mut b, mut c, mut d) = (0u64, 0u64, 0u64, 0usize);
+    let (mut a, mut b, mut c, mut d, mut e) = (0u64, 0u64, 0u64, 0usize, 0u64);
     let results = measure(
         settings.fast,
         vec![
@@ -44,9 +47,13 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
                 b += 1;
                 black_box(live.call(|| black_box(b)).ok());
             }),
-            each(PARTITIONED_BY_NAME, || {
+            each(ATTRIBUTE_PLAIN, || {
+                e += 1;
+                black_box(attribute::guarded(e).ok());
+            }),
+            each(ATTRIBUTE_PARTITIONED, || {
                 c += 1;
-                black_box(partitioned.in_partition("live").call(|| black_box(c)).ok());
+                black_box(attribute::guarded_in_partition(c).ok());
             }),
             each(KEYED, || {
                 d = (d + 1) % tenants.len();
@@ -56,16 +63,17 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     );
     report("shares", &results);
     let plain = find(&results, PLAIN);
-    for (name, target) in [
-        (PARTITIONED, "≤ 1.5×"),
-        (PARTITIONED_BY_NAME, "≤ 1.5×"),
-        (KEYED, "≤ 2.5×"),
+    let attribute_plain = find(&results, ATTRIBUTE_PLAIN);
+    for (name, peer, target) in [
+        (PARTITIONED, plain, "≤ 1.5×"),
+        (ATTRIBUTE_PARTITIONED, attribute_plain, "≤ 1.5×"),
+        (KEYED, plain, "≤ 2.5×"),
     ] {
         rows.push(Row {
             workload: Workload::Shares,
             title: "partitioned / keyed admission vs the plain call".into(),
             ours: Cell::of(find(&results, name)),
-            peer: Cell::of(plain),
+            peer: Cell::of(peer),
             target: target.into(),
         });
     }
