@@ -83,7 +83,7 @@ use http_body::{Frame, SizeHint};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::tower::{Admit, ServiceError, admit};
+use crate::tower::{Admit, KeyBy, NoKey, RequestKey, ServiceError, admit};
 
 /// A [`BulkheadError`] as an HTTP response (503 or 429 with `Retry-After`) that names no
 /// bulkhead; [`DetailedRefusal`] adds the name and the reason.
@@ -242,8 +242,8 @@ impl IntoResponse for DetailedRefusal {
 /// before its response (a timeout); a handler may also call
 /// [`mark_overloaded`](crate::mark_overloaded) itself.
 #[derive(Clone, Debug)]
-pub struct BulkheadLayer {
-    layer: crate::tower::BulkheadLayer,
+pub struct BulkheadLayer<K = NoKey> {
+    layer: crate::tower::BulkheadLayer<K>,
     details: bool,
 }
 
@@ -252,7 +252,9 @@ impl BulkheadLayer {
     pub fn new(bulkhead: SemaphoreBulkhead) -> Self {
         crate::tower::BulkheadLayer::new(bulkhead).into()
     }
+}
 
+impl<K> BulkheadLayer<K> {
     /// The bulkhead this layer admits requests through.
     pub fn bulkhead(&self) -> &SemaphoreBulkhead {
         self.layer.bulkhead()
@@ -265,11 +267,62 @@ impl BulkheadLayer {
         self.details = true;
         self
     }
+
+    /// Counts every request of the routes under the bulkhead's partition `name`, as
+    /// [`tower::BulkheadLayer::partition`](crate::tower::BulkheadLayer::partition) does.
+    ///
+    /// ```
+    /// use axum::{Router, routing::get};
+    /// use bulkhead::axum::BulkheadLayer;
+    ///
+    /// // bulkheads.yaml: shared-search: { kind: semaphore, max_concurrent_calls: 10,
+    /// //   max_wait: 1s, partitions: { live: 0.8, batch: 0.2 } }
+    /// let search = BulkheadLayer::from(bulkhead::layer!("shared-search"));
+    /// let app: Router = Router::new()
+    ///     .route("/search", get(|| async { "results" }))
+    ///     .route_layer(search.clone().partition("live"))
+    ///     .merge(
+    ///         Router::new()
+    ///             .route("/reindex", get(|| async { "queued" }))
+    ///             .route_layer(search.partition("batch")),
+    ///     );
+    /// # drop(app);
+    /// ```
+    #[must_use]
+    pub fn partition(mut self, name: &str) -> Self {
+        self.layer = self.layer.partition(name);
+        self
+    }
+
+    /// Counts every request under the key `key(&request)` too (a tenant from a header, a
+    /// user), as [`tower::BulkheadLayer::key_by`](crate::tower::BulkheadLayer::key_by) does.
+    ///
+    /// ```
+    /// use axum::{Router, body::Body, http::Request, routing::get};
+    /// use bulkhead::axum::BulkheadLayer;
+    ///
+    /// // bulkheads.yaml: tenant-api: { kind: semaphore, max_concurrent_calls: 8,
+    /// //   per_key: { max_concurrent_calls: 2, max_keys: 1000 } }
+    /// let tenant = |request: &Request<Body>| {
+    ///     request.headers().get("x-tenant").map(|v| v.as_bytes().to_vec())
+    /// };
+    /// let app: Router = Router::new()
+    ///     .route("/orders", get(|| async { "orders" }))
+    ///     .route_layer(BulkheadLayer::from(bulkhead::layer!("tenant-api")).key_by(tenant));
+    /// # drop(app);
+    /// ```
+    #[must_use]
+    pub fn key_by<F>(self, key: F) -> BulkheadLayer<KeyBy<F>> {
+        BulkheadLayer {
+            layer: self.layer.key_by(key),
+            details: self.details,
+        }
+    }
 }
 
-/// The HTTP flavour of a tower layer over the same bulkhead.
-impl From<crate::tower::BulkheadLayer> for BulkheadLayer {
-    fn from(layer: crate::tower::BulkheadLayer) -> Self {
+/// The HTTP flavour of a tower layer over the same bulkhead (its partition and key too).
+impl<K> From<crate::tower::BulkheadLayer<K>> for BulkheadLayer<K> {
+    fn from(layer: crate::tower::BulkheadLayer<K>) -> Self {
         BulkheadLayer {
             layer,
             details: false,
@@ -277,13 +330,13 @@ impl From<crate::tower::BulkheadLayer> for BulkheadLayer {
     }
 }
 
-impl<S> Layer<S> for BulkheadLayer {
-    type Service = HttpBulkheadService<S>;
+impl<S, K: Clone> Layer<S> for BulkheadLayer<K> {
+    type Service = HttpBulkheadService<S, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
         HttpBulkheadService {
             inner,
-            bulkhead: self.bulkhead().clone(),
+            layer: self.layer.clone(),
             details: self.details,
         }
     }
@@ -291,15 +344,17 @@ impl<S> Layer<S> for BulkheadLayer {
 
 /// The service built by [`BulkheadLayer`].
 #[derive(Clone, Debug)]
-pub struct HttpBulkheadService<S> {
+pub struct HttpBulkheadService<S, K = NoKey> {
     inner: S,
-    bulkhead: SemaphoreBulkhead,
+    layer: crate::tower::BulkheadLayer<K>,
     details: bool,
 }
 
-impl<S, RequestBody, ResponseBody> Service<http::Request<RequestBody>> for HttpBulkheadService<S>
+impl<S, K, RequestBody, ResponseBody> Service<http::Request<RequestBody>>
+    for HttpBulkheadService<S, K>
 where
     S: Service<http::Request<RequestBody>, Response = http::Response<ResponseBody>> + Clone,
+    K: RequestKey<http::Request<RequestBody>>,
     ResponseBody: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
     ResponseBody::Error: Into<axum::BoxError>,
 {
@@ -312,8 +367,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<RequestBody>) -> Self::Future {
+        let acquire = self.layer.acquire(&request);
         HttpResponseFuture {
-            admit: admit(&mut self.inner, &self.bulkhead, request),
+            admit: admit(&mut self.inner, acquire, request),
             details: self.details,
         }
     }

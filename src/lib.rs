@@ -420,5 +420,21 @@ pub use bulkhead_macros::bulkhead;
 /// resize it before the first request. Every expansion of `layer!("login")`, and every
 /// `#[bulkhead("login")]` function, share the one bulkhead `login`. For axum, turn it
 /// into the HTTP flavour with `bulkhead::axum::BulkheadLayer::from(bulkhead::layer!("login"))`.
+///
+/// `partition = "…"` counts the layer's requests under one of the bulkhead's partitions
+/// ([`tower::BulkheadLayer::partition`]), checked at compile time like the attribute's: a
+/// partition the bulkhead does not declare fails the build, with a "did you mean".
+///
+/// ```
+/// use bulkhead::tower::BoxError;
+/// use tower::ServiceBuilder;
+///
+/// // bulkheads.yaml: shared-search: { kind: semaphore, max_concurrent_calls: 10,
+/// //   max_wait: 1s, partitions: { live: 0.8, batch: 0.2 } }
+/// let reindex = ServiceBuilder::new()
+///     .layer(bulkhead::layer!("shared-search", partition = "batch"))
+///     .service_fn(|shard: u32| async move { Ok::<_, BoxError>(shard) });
+/// # drop(reindex);
+/// ```
 #[cfg(feature = "tower")]
 pub use bulkhead_macros::layer;

@@ -50,15 +50,63 @@ use bulkhead_core::{BulkheadError, OwnedPermit, SemaphoreBulkhead};
 use tower_layer::Layer;
 use tower_service::Service;
 
-/// A [`Layer`] that admits each request through one shared [`SemaphoreBulkhead`].
+/// A [`Layer`] that admits each request through one shared [`SemaphoreBulkhead`], counted
+/// under a partition and a key if set ([`partition`](Self::partition),
+/// [`key_by`](Self::key_by); `K` is how a request's key is found: [`NoKey`] or [`KeyBy`]).
 ///
 /// Cloning the layer, or building many services from it, never creates a new bulkhead.
 #[derive(Clone, Debug)]
-pub struct BulkheadLayer {
+pub struct BulkheadLayer<K = NoKey> {
     bulkhead: SemaphoreBulkhead,
     /// The partition requests are counted under (`None`: the bulkhead's own admission).
     partition: Option<Arc<str>>,
+    key: K,
 }
+
+/// How a [`BulkheadLayer`] finds the key a request is counted under (per-key caps).
+pub trait RequestKey<Request> {
+    /// The id of `request`'s key ([`SemaphoreBulkhead::key_id`]), or `None`.
+    fn key_id(&self, request: &Request) -> Option<u64>;
+}
+
+/// No key: requests are counted under none (the default of [`BulkheadLayer`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoKey;
+
+impl<Request> RequestKey<Request> for NoKey {
+    #[inline]
+    fn key_id(&self, _: &Request) -> Option<u64> {
+        None
+    }
+}
+
+/// The key of each request is `f(&request)` ([`BulkheadLayer::key_by`]).
+#[derive(Clone, Copy)]
+pub struct KeyBy<F>(F);
+
+impl<F> fmt::Debug for KeyBy<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("KeyBy").finish_non_exhaustive()
+    }
+}
+
+impl<Request, F, K> RequestKey<Request> for KeyBy<F>
+where
+    F: Fn(&Request) -> K,
+    K: std::hash::Hash,
+{
+    #[inline]
+    fn key_id(&self, request: &Request) -> Option<u64> {
+        Some(SemaphoreBulkhead::key_id(&(self.0)(request)))
+    }
+}
+
+/// A [`BulkheadLayer`] whose requests are also counted under a key
+/// ([`BulkheadLayer::key_by`]).
+pub type KeyedBulkheadLayer<F> = BulkheadLayer<KeyBy<F>>;
+
+/// The service of a [`KeyedBulkheadLayer`].
+pub type KeyedBulkheadService<S, F> = BulkheadService<S, KeyBy<F>>;
 
 impl BulkheadLayer {
     /// A layer admitting requests through `bulkhead` (all clones of it are the same bulkhead).
@@ -66,9 +114,12 @@ impl BulkheadLayer {
         BulkheadLayer {
             bulkhead,
             partition: None,
+            key: NoKey,
         }
     }
+}
 
+impl<K> BulkheadLayer<K> {
     /// Counts every request under the bulkhead's partition `name` (see
     /// [`SemaphoreBulkhead::partition`]); a name the bulkhead has no partition for counts
     /// as none: such requests only borrow free permits.
@@ -107,12 +158,20 @@ impl BulkheadLayer {
     /// # drop(orders);
     /// ```
     #[must_use]
-    pub fn key_by<F>(self, key: F) -> KeyedBulkheadLayer<F> {
-        KeyedBulkheadLayer { layer: self, key }
+    pub fn key_by<F>(self, key: F) -> BulkheadLayer<KeyBy<F>> {
+        BulkheadLayer {
+            bulkhead: self.bulkhead,
+            partition: self.partition,
+            key: KeyBy(key),
+        }
     }
 
-    /// The admission of one request (`key`: its key's id).
-    fn acquire(&self, key: Option<u64>) -> AcquireOwned {
+    /// The admission of `request`: through its partition and key, if any.
+    pub(crate) fn acquire<Request>(&self, request: &Request) -> AcquireOwned
+    where
+        K: RequestKey<Request>,
+    {
+        let key = self.key.key_id(request);
         if self.partition.is_none() && key.is_none() {
             return Box::pin(self.bulkhead.acquire_owned());
         }
@@ -133,91 +192,25 @@ impl BulkheadLayer {
     }
 }
 
-impl<S> Layer<S> for BulkheadLayer {
-    type Service = BulkheadService<S>;
+impl<S, K: Clone> Layer<S> for BulkheadLayer<K> {
+    type Service = BulkheadService<S, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
         BulkheadService {
             inner,
-            bulkhead: self.clone(),
+            layer: self.clone(),
         }
     }
 }
 
-/// A [`BulkheadLayer`] that also counts each request under a key
-/// ([`BulkheadLayer::key_by`]).
-#[derive(Clone)]
-pub struct KeyedBulkheadLayer<F> {
-    layer: BulkheadLayer,
-    key: F,
-}
-
-impl<F> fmt::Debug for KeyedBulkheadLayer<F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBulkheadLayer")
-            .field("layer", &self.layer)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S, F: Clone> Layer<S> for KeyedBulkheadLayer<F> {
-    type Service = KeyedBulkheadService<S, F>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        KeyedBulkheadService {
-            inner,
-            layer: self.layer.clone(),
-            key: self.key.clone(),
-        }
-    }
-}
-
-/// The service of a [`KeyedBulkheadLayer`]: a [`BulkheadService`] whose requests are also
-/// counted under their key.
-#[derive(Clone)]
-pub struct KeyedBulkheadService<S, F> {
-    inner: S,
-    layer: BulkheadLayer,
-    key: F,
-}
-
-impl<S, F> fmt::Debug for KeyedBulkheadService<S, F> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KeyedBulkheadService")
-            .field("layer", &self.layer)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S, F, K, Request> Service<Request> for KeyedBulkheadService<S, F>
-where
-    S: Service<Request> + Clone,
-    F: Fn(&Request) -> K,
-    K: std::hash::Hash,
-{
-    type Response = S::Response;
-    type Error = ServiceError<S::Error>;
-    type Future = ResponseFuture<S, Request>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(ServiceError::Inner)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        let id = SemaphoreBulkhead::key_id(&(self.key)(&request));
-        ResponseFuture {
-            admit: admit_with(&mut self.inner, self.layer.acquire(Some(id)), request),
-        }
-    }
-}
-
-/// A service that calls its inner service only while holding a permit of its bulkhead.
+/// A service that calls its inner service only while holding a permit of its bulkhead
+/// (counted under the layer's partition and the request's key, if set).
 ///
 /// Built by [`BulkheadLayer`]; see the [module docs](self) for its behaviour under load.
 #[derive(Clone, Debug)]
-pub struct BulkheadService<S> {
+pub struct BulkheadService<S, K = NoKey> {
     inner: S,
-    bulkhead: BulkheadLayer,
+    layer: BulkheadLayer<K>,
 }
 
 impl<S> BulkheadService<S> {
@@ -225,13 +218,15 @@ impl<S> BulkheadService<S> {
     pub fn new(inner: S, bulkhead: SemaphoreBulkhead) -> Self {
         BulkheadService {
             inner,
-            bulkhead: BulkheadLayer::new(bulkhead),
+            layer: BulkheadLayer::new(bulkhead),
         }
     }
+}
 
+impl<S, K> BulkheadService<S, K> {
     /// The bulkhead calls are admitted through.
     pub fn bulkhead(&self) -> &SemaphoreBulkhead {
-        &self.bulkhead.bulkhead
+        &self.layer.bulkhead
     }
 
     /// The wrapped service.
@@ -240,9 +235,10 @@ impl<S> BulkheadService<S> {
     }
 }
 
-impl<S, Request> Service<Request> for BulkheadService<S>
+impl<S, K, Request> Service<Request> for BulkheadService<S, K>
 where
     S: Service<Request> + Clone,
+    K: RequestKey<Request>,
 {
     type Response = S::Response;
     type Error = ServiceError<S::Error>;
@@ -253,8 +249,9 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
+        let acquire = self.layer.acquire(&request);
         ResponseFuture {
-            admit: admit_with(&mut self.inner, self.bulkhead.acquire(None), request),
+            admit: admit(&mut self.inner, acquire, request),
         }
     }
 }
@@ -336,22 +333,10 @@ impl<E> From<BulkheadError> for ServiceError<E> {
     }
 }
 
-/// Starts admitting `request`: the service that was polled ready goes into the future, and a
-/// clone of it stays behind for the next call (the usual tower pattern for services that
-/// await something before calling the inner service).
+/// Starts admitting `request` through `acquire`: the service that was polled ready goes
+/// into the future, and a clone of it stays behind for the next call (the usual tower
+/// pattern for services that await something before calling the inner service).
 pub(crate) fn admit<S, Request>(
-    inner: &mut S,
-    bulkhead: &SemaphoreBulkhead,
-    request: Request,
-) -> Admit<S, Request>
-where
-    S: Service<Request> + Clone,
-{
-    admit_with(inner, Box::pin(bulkhead.acquire_owned()), request)
-}
-
-/// [`admit`] through `acquire` (a partition's or a key's admission).
-fn admit_with<S, Request>(
     inner: &mut S,
     acquire: AcquireOwned,
     request: Request,
@@ -394,7 +379,8 @@ impl<S: Service<Request>, Request> fmt::Debug for ResponseFuture<S, Request> {
 
 /// The future of [`SemaphoreBulkhead::acquire_owned`], boxed so the response future can
 /// name it.
-type AcquireOwned = Pin<Box<dyn Future<Output = Result<OwnedPermit, BulkheadError>> + Send>>;
+pub(crate) type AcquireOwned =
+    Pin<Box<dyn Future<Output = Result<OwnedPermit, BulkheadError>> + Send>>;
 
 pin_project_lite::pin_project! {
     /// Awaits a permit, then calls the inner service and awaits its response, yielding the

@@ -120,6 +120,83 @@ fn a_tower_layer_counts_requests_under_their_key() {
     });
 }
 
+#[test]
+fn an_axum_route_layer_counts_requests_under_its_partition_and_their_key() {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (release, hold) = tokio::sync::oneshot::channel::<()>();
+        let hold = std::sync::Arc::new(tokio::sync::Mutex::new(Some(hold)));
+        let tenant = |request: &Request<Body>| request.headers()["x-tenant"].as_bytes().to_vec();
+        let layer = bulkhead::axum::BulkheadLayer::from(bulkhead::layer!(
+            "shares-http",
+            partition = "batch"
+        ))
+        .key_by(tenant);
+        let api = layer.bulkhead().clone();
+        let app: Router = Router::new()
+            .route(
+                "/export",
+                get(move |headers: axum::http::HeaderMap| {
+                    let hold = hold.clone();
+                    async move {
+                        if headers["x-tenant"] == "slow" {
+                            let waiting = hold.lock().await.take();
+                            if let Some(waiting) = waiting {
+                                let _ = waiting.await;
+                            }
+                        }
+                        "exported"
+                    }
+                }),
+            )
+            .route_layer(layer);
+        let request = |tenant: &str| {
+            Request::get("/export")
+                .header("x-tenant", tenant)
+                .body(Body::empty())
+                .unwrap()
+        };
+        // A request of "slow" is admitted under `batch` and held in its handler.
+        let mut first = Box::pin(app.clone().oneshot(request("slow")));
+        assert!(futures_poll_once(&mut first).is_pending());
+        let batch = |api: &SemaphoreBulkhead| {
+            let partitions = api.snapshot().partitions;
+            partitions
+                .iter()
+                .find(|p| p.name == "batch")
+                .unwrap()
+                .in_flight
+        };
+        assert_eq!(batch(&api), 1);
+        // "slow" holds its one call: refused by its key, without reaching the handler.
+        let refused = app.clone().oneshot(request("slow")).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        // Another tenant is served.
+        let other = app.clone().oneshot(request("acme")).await.unwrap();
+        assert_eq!(other.status(), StatusCode::OK);
+        // Its permit is held until its body is sent.
+        other.into_body().collect().await.unwrap();
+        release.send(()).unwrap();
+        let first = first.await.unwrap();
+        assert_eq!(first.status(), StatusCode::OK);
+        let body = first.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"exported");
+        let snapshot = api.snapshot();
+        assert_eq!(snapshot.calls.refused.key_limit, 1);
+        assert_eq!(batch(&api), 0);
+        assert_eq!(snapshot.per_key.unwrap().keys_tracked, 0);
+    });
+}
+
 fn futures_executor_block_on<F: std::future::Future>(fut: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .build()

@@ -156,3 +156,20 @@ fn removing_the_cap_live_stops_counting_keys() {
     bulkhead.set_per_key(Some(&PerKeyConfig::new(1)));
     assert_eq!(bulkhead.snapshot().per_key.unwrap().keys_tracked, 0);
 }
+
+#[test]
+fn a_nested_call_of_a_key_at_its_cap_runs_inline_instead_of_being_refused() {
+    let bulkhead = keyed(4, 1, 10);
+    let outer = bulkhead.keyed("a").call(|| {
+        // "a" holds its one call: a nested call of the same bulkhead and key runs inline
+        // on the permit this thread holds, as any re-entrant call does.
+        let nested = bulkhead.keyed("a").call(|| "inline");
+        let per_key = bulkhead.snapshot().per_key.unwrap();
+        (nested, per_key.keys_at_limit)
+    });
+    assert_eq!(outer, Ok((Ok("inline"), 1)));
+    let s = bulkhead.snapshot();
+    assert_eq!(s.calls.refused.key_limit, 0);
+    assert_eq!(s.calls.reentrant, 1);
+    assert_eq!(s.per_key.unwrap().keys_tracked, 0);
+}

@@ -1,5 +1,6 @@
-//! `bulkhead::layer!("name")`: a tower layer for a semaphore bulkhead, its name checked
-//! against the crate's config at compile time like the attribute's.
+//! `bulkhead::layer!("name")` / `layer!("name", partition = "batch")`: a tower layer for a
+//! semaphore bulkhead, its name (and partition) checked against the crate's config at
+//! compile time like the attribute's.
 //!
 //! The expansion declares the bulkhead (the same typed `Declaration` the attribute emits,
 //! gathered at link time, so the process-wide registry holds it from start-up) and a slot
@@ -14,15 +15,39 @@ use crate::ctxt::Ctxt;
 use crate::declaration::declare_slot;
 use crate::resolve::resolve;
 
+/// The macro's input: the bulkhead's name, then optionally `, partition = "…"`.
+struct Input {
+    name: syn::LitStr,
+    partition: Option<syn::LitStr>,
+}
+
+impl syn::parse::Parse for Input {
+    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
+        let name = input.parse()?;
+        let mut partition = None;
+        if input.parse::<Option<syn::Token![,]>>()?.is_some() && !input.is_empty() {
+            let key: Ident = input.parse()?;
+            if key != "partition" {
+                return Err(syn::Error::new(key.span(), "expected `partition = \"…\"`"));
+            }
+            input.parse::<syn::Token![=]>()?;
+            partition = Some(input.parse()?);
+            input.parse::<Option<syn::Token![,]>>()?;
+        }
+        Ok(Input { name, partition })
+    }
+}
+
 pub(crate) fn layer(input: TokenStream, site: &str) -> TokenStream {
     let mut cx = Ctxt::default();
-    let name = match syn::parse2::<syn::LitStr>(input.clone()) {
-        Ok(name) => name,
+    let Input { name, partition } = match syn::parse2::<Input>(input.clone()) {
+        Ok(parsed) => parsed,
         Err(_) => {
             cx.error_spanned(
                 input,
                 "`bulkhead::layer!` takes the name of a semaphore bulkhead declared in the \
-                 crate's config, as a string: `bulkhead::layer!(\"login\")`",
+                 crate's config, as a string, and optionally one of its partitions: \
+                 `bulkhead::layer!(\"login\")`, `bulkhead::layer!(\"search\", partition = \"batch\")`",
             );
             let errors = cx.to_compile_errors();
             return quote!({ #errors ::core::panic!("no bulkhead name") });
@@ -48,6 +73,15 @@ pub(crate) fn layer(input: TokenStream, site: &str) -> TokenStream {
         let errors = cx.to_compile_errors();
         return quote!({ #errors ::core::panic!("not a semaphore bulkhead") });
     }
+    if let Some(lit) = &partition {
+        let partitions = &declared.config.partitions;
+        crate::shares::check_partition(&mut cx, lit, &name.value(), partitions, location);
+        if cx.has_errors() {
+            let errors = cx.to_compile_errors();
+            return quote!({ #errors ::core::panic!("unknown partition") });
+        }
+    }
+    let partition = partition.map(|lit| quote!(.partition(#lit)));
     let slot = Ident::new("__BULKHEAD", Span::mixed_site());
     let used_by = format!("layer!(\"{}\")", name.value());
     let declare = declare_slot(
@@ -60,7 +94,7 @@ pub(crate) fn layer(input: TokenStream, site: &str) -> TokenStream {
     quote! {
         {
             #declare
-            ::bulkhead::__private::layer(&#slot)
+            ::bulkhead::__private::layer(&#slot) #partition
         }
     }
 }

@@ -54,38 +54,8 @@ pub(crate) fn check(
         );
         return None;
     }
-    let file = location.path.display();
     if let Some(lit) = &args.partition {
-        let wanted = lit.value();
-        if partitions.is_empty() {
-            cx.error(
-                lit.span(),
-                format!(
-                    "bulkhead `{name}` has no partitions, so `partition = \"{wanted}\"` names \
-                     nothing\nhelp: declare them under `{name}` in {file}, such as \
-                     `partitions: {{ {wanted}: 0.2 }}`, or remove the option"
-                ),
-            );
-        } else if partitions.guaranteed(&wanted, 0).is_none() {
-            let names = partitions.names();
-            let help = match bulkhead_config::closest_name(&wanted, partitions.names()) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None => format!(
-                    "use one it declares: {}",
-                    names
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
-            cx.error(
-                lit.span(),
-                format!(
-                    "unknown partition `{wanted}` of bulkhead `{name}`: {file} does not declare \
-                     it\nhelp: {help}"
-                ),
-            );
-        }
+        check_partition(cx, lit, name, partitions, location);
     }
     Some(Shares {
         partition: args.partition.as_ref().map(|lit| {
@@ -95,6 +65,49 @@ pub(crate) fn check(
         }),
         key: args.key.clone(),
     })
+}
+
+/// Checks `partition = "…"` (of the attribute or `layer!`) against the partitions the
+/// bulkhead `name` declares: an error on a bulkhead without partitions, or for a name it
+/// does not declare (with a "did you mean").
+pub(crate) fn check_partition(
+    cx: &mut Ctxt,
+    lit: &syn::LitStr,
+    name: &str,
+    partitions: &bulkhead_config::Partitions,
+    location: &Location,
+) {
+    let file = location.path.display();
+    let wanted = lit.value();
+    if partitions.is_empty() {
+        cx.error(
+            lit.span(),
+            format!(
+                "bulkhead `{name}` has no partitions, so `partition = \"{wanted}\"` names \
+                 nothing\nhelp: declare them under `{name}` in {file}, such as \
+                 `partitions: {{ {wanted}: 0.2 }}`, or remove the option"
+            ),
+        );
+    } else if partitions.guaranteed(&wanted, 0).is_none() {
+        let names = partitions.names();
+        let help = match bulkhead_config::closest_name(&wanted, partitions.names()) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None => format!(
+                "use one it declares: {}",
+                names
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        cx.error(
+            lit.span(),
+            format!(
+                "unknown partition `{wanted}` of bulkhead `{name}`: {file} does not declare \
+                 it\nhelp: {help}"
+            ),
+        );
+    }
 }
 
 impl Shares {

@@ -219,6 +219,13 @@ impl SemaphoreBulkhead {
         &self.shared.shares
     }
 
+    /// Whether this thread (or the task polled on it) is inside this bulkhead: its next
+    /// call would be re-entrant (`crate::shares` checks it before a key's cap).
+    #[inline]
+    pub(crate) fn entered_here(&self) -> bool {
+        crate::reentry::is_inside(self.shared.id())
+    }
+
     /// Counts and reports a refusal decided in front of admission (`crate::shares`).
     pub(crate) fn refuse(&self, err: BulkheadError) -> BulkheadError {
         self.shared.refuse(err)

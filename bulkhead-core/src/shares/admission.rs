@@ -142,8 +142,11 @@ impl<'a> Admission<'a> {
     fn enter(&self) -> Option<(Holds<'a>, bool)> {
         let layers = self.bulkhead.shares();
         let mut holds = Holds::default();
+        // A call already inside this bulkhead (a nested call) runs inline on the permit
+        // it holds: it is not refused for its key, nor counted under it.
         if let Some(id) = self.key
             && let Some(table) = layers.per_key()
+            && !self.bulkhead.entered_here()
         {
             holds.key = Some((table, table.enter(id)?));
         }

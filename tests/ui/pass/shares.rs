@@ -27,4 +27,5 @@ async fn busy(_tenant: String, _refused: BulkheadError) -> usize {
 fn main() {
     let _ = (search("a"), orders(1, "eu"));
     let _ = (unnamed("a".to_owned()), export("b".to_owned()));
+    let _reindex = bulkhead::layer!("shared-search", partition = "batch");
 }
