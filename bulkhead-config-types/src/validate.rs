@@ -106,6 +106,10 @@ fn escape_controls(text: &str) -> String {
 /// let err = bulkhead_config_types::validate_name("../etc/passwd").unwrap_err();
 /// assert!(err.message.contains("is not a valid name"));
 /// ```
+///
+/// # Errors
+///
+/// A [`Problem`] when the name is empty or holds anything but letters, digits, `-` and `_`.
 pub fn validate_name(name: &str) -> Result<(), Problem> {
     if name.is_empty() {
         return Err(Problem::new(
@@ -144,6 +148,10 @@ impl BulkheadConfig {
     ///      least `core_threads`; raise it to 8 or lower `core_threads`"
     /// );
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidConfig`] with every problem found: the name's and the values'.
     pub fn validate(&self, name: &str) -> Result<(), InvalidConfig> {
         let mut problems: Vec<Problem> = validate_name(name).err().into_iter().collect();
         problems.extend(self.problems());

@@ -137,6 +137,7 @@ impl SemaphoreBulkhead {
     /// Divides the limit into `partitions` (see [`Partitions`] for the rules); for building.
     /// The names are fixed by the first non-empty set: a later one with other names is
     /// ignored here (use [`set_partitions`](Self::set_partitions) to see the refusal).
+    #[must_use]
     pub fn with_partitions(self, partitions: &Partitions) -> Self {
         // A fresh bulkhead takes any names; see the doc comment for a used one.
         let _ = self.shares().set_partitions(partitions);
@@ -206,6 +207,7 @@ impl SemaphoreBulkhead {
     }
 
     /// Caps the calls per key (`None`: no cap); for building.
+    #[must_use]
     pub fn with_per_key(self, config: Option<&PerKeyConfig>) -> Self {
         self.set_per_key(config);
         self
@@ -219,6 +221,7 @@ impl SemaphoreBulkhead {
     /// The id `key` is counted and reported under (the snapshot's busiest keys,
     /// [`PerKeySnapshot::top_keys`](crate::PerKeySnapshot::top_keys)): the same
     /// for every bulkhead of this process.
+    #[must_use]
     pub fn key_id<K: Hash + ?Sized>(key: &K) -> u64 {
         key_id(key)
     }
