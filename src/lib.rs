@@ -278,10 +278,10 @@ pub use bulkhead_core::{
     BulkheadName, BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock,
     DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, KeyLoad, ManualClock,
     OwnedPermit, Partition, PartitionNamesChanged, PartitionSnapshot, PerKeySnapshot, Permit,
-    RateAdmission, RateLimiter, RefusalCounts, Refused, Registry, RegistryError, ReloadError,
-    ReloadProblem, ReloadReport, RunAdmitted, RunAsync, SemaphoreBulkhead, SemaphoreCall,
-    SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, SystemClock, ThreadPoolBulkhead,
-    UndeclaredName, retry_after_header_secs, system_clock,
+    PoolAdmission, RateAdmission, RateLimiter, RefusalCounts, Refused, Registry, RegistryError,
+    ReloadError, ReloadProblem, ReloadReport, RunAdmitted, RunAsync, SemaphoreBulkhead,
+    SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, SystemClock,
+    ThreadPoolBulkhead, UndeclaredName, retry_after_header_secs, system_clock,
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]

@@ -54,7 +54,7 @@ pub use semaphore::{
 };
 pub use shares::{
     Admission, AsyncSharePermit, KeyLoad, Partition, PartitionNamesChanged, PartitionSnapshot,
-    PerKeySnapshot, SharePermit, TOP_KEYS,
+    PerKeySnapshot, PoolAdmission, SharePermit, TOP_KEYS,
 };
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};
 pub use telemetry::{BUCKETS, HistogramSnapshot, SaturationLevel};

@@ -55,6 +55,15 @@ pub(crate) struct Counted {
 }
 
 impl Counted {
+    /// What a pool's admission counted (`pool.rs`).
+    pub(super) fn new(partition: Option<usize>, key: Option<KeyHold>) -> Self {
+        Counted { partition, key }
+    }
+
+    pub(super) fn partition(&self) -> Option<usize> {
+        self.partition
+    }
+
     /// Takes the counts back (invariant 4 of `partition`, 1 of `per_key`); a second call
     /// does nothing.
     #[inline]

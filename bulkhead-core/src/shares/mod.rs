@@ -26,6 +26,7 @@ mod handle;
 mod partition;
 mod per_key;
 mod permits;
+mod pool;
 
 use std::sync::OnceLock;
 
@@ -40,6 +41,7 @@ use per_key::KeyTable;
 pub(crate) use per_key::key_id;
 pub use per_key::{KeyLoad, PerKeySnapshot, TOP_KEYS};
 pub use permits::{AsyncSharePermit, SharePermit};
+pub use pool::PoolAdmission;
 
 /// The partitions and per-key caps of one semaphore bulkhead.
 #[derive(Default)]

@@ -44,6 +44,44 @@ impl ThreadPoolBulkhead {
         self.call_slow(input, body)
     }
 
+    /// A call that only borrows room (a partition at or above its share): admitted if a
+    /// running-or-queued slot is free now and nobody waits for room; never waits, never
+    /// runs on its caller. A re-entrant call runs inline as [`call`](Self::call)'s does.
+    pub(crate) fn call_borrowing<I, R>(
+        &self,
+        input: I,
+        body: impl FnOnce(I) -> R + Send,
+    ) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        let shared = self.shared();
+        if reentry::is_inside(shared.id()) {
+            return self.call(input, body);
+        }
+        let span = shared.telemetry.call_span();
+        let _span = span.enter();
+        if shared.is_shut_down() {
+            let error = shared.refuse(shared.shut_down_error());
+            return Err(Refused { input, error });
+        }
+        if shared.rate.is_enabled()
+            && let Err(error) = shared.rate.try_acquire(&shared.name)
+        {
+            let error = shared.refuse(error);
+            return Err(Refused { input, error });
+        }
+        if shared.room.len() > 0 || !shared.try_admit() {
+            return Err(shared.refused_full(input));
+        }
+        let run = || self.run_admitted(input, body);
+        match crate::async_caller::caller() {
+            crate::async_caller::Caller::Thread => run(),
+            caller => crate::async_caller::block(caller, run),
+        }
+    }
+
     /// [`call`](Self::call) past its fast path: the rate limit, shut down, waiting for room
     /// or running on the caller.
     #[cold]

@@ -37,6 +37,9 @@ pub struct CallAsync<I, F, Fut: Future> {
     /// each poll, so the job captures it and enters it on the worker; `None` for a call
     /// refused when it was made.
     span: Option<tracing::Span>,
+    /// Only borrows room (a partition at or above its share): never waits, never runs on
+    /// its caller ([`borrowing`](Self::borrowing)).
+    borrowing: bool,
 }
 
 enum State<I, F, Fut: Future> {
@@ -96,9 +99,19 @@ where
                 pool: None,
                 state: State::Refused(Some(shared.refused_full(input))),
                 span: None,
+                borrowing: false,
             };
         }
         Self::admissible(pool, input, body)
+    }
+
+    /// A call that only borrows room (a partition at or above its share): admitted at its
+    /// first poll if a slot is free and nobody waits for room, else refused `Full`; never
+    /// waits for room, never runs on its caller.
+    pub(crate) fn borrowing(pool: &ThreadPoolBulkhead, input: I, body: F) -> Self {
+        let mut call = Self::admissible(pool, input, body);
+        call.borrowing = true;
+        call
     }
 
     /// A call that is decided at its first poll.
@@ -109,6 +122,7 @@ where
             span: Some(shared.telemetry.call_span()),
             pool: Some(pool.clone()),
             state: State::Start(input, body),
+            borrowing: false,
         }
     }
 
@@ -277,9 +291,15 @@ where
                     if shared.is_shut_down() {
                         return this.refused(input, shared.shut_down_error());
                     }
+                    if this.borrowing && shared.room.len() > 0 {
+                        return this.refused(input, shared.full());
+                    }
                     if shared.try_admit() {
                         this.state = this.submit(input, body);
                         continue;
+                    }
+                    if this.borrowing {
+                        return this.refused(input, shared.full());
                     }
                     match shared.on_full() {
                         OnFull::Wait(wait) if wait.is_zero() => {

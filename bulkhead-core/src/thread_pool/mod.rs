@@ -188,7 +188,7 @@ impl ThreadPoolBulkhead {
         }
     }
 
-    fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.handle.shared
     }
 
@@ -400,8 +400,8 @@ impl ThreadPoolBulkhead {
                 .saturation(g.active, g.max, g.queued, g.capacity),
             adaptive: shared.adaptive_snapshot(),
             rate_limit_store_errors: shared.rate.store_errors(),
-            partitions: Vec::new(),
-            per_key: None,
+            partitions: shared.shares.partition_snapshots(shared.admission_limit()),
+            per_key: shared.shares.per_key_snapshot(),
         }
     }
 

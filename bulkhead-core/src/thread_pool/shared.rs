@@ -81,6 +81,8 @@ pub(crate) struct Shared {
     /// any decision (the worker still parks, and the unpark token wakes it), so a plain std
     /// atomic, outside the loom models.
     pub(super) idle_claims: std::sync::atomic::AtomicU64,
+    /// Partitions and per-key caps in front of admission (`crate::shares`).
+    pub shares: crate::shares::Layers,
 }
 
 /// The pool's sizes, queue, workers and shutdown progress (under `Shared::state`).
@@ -239,6 +241,7 @@ impl Shared {
             next_job_id: std::sync::atomic::AtomicU64::new(0),
             thread_name_prefix,
             idle_claims: std::sync::atomic::AtomicU64::new(0),
+            shares: crate::shares::Layers::default(),
             adaptive: Controller::new(),
             declared: parking_lot::Mutex::new(config.clone()),
         };
@@ -317,6 +320,12 @@ impl Shared {
     pub(super) fn stop_admission(&self) {
         self.shut_down
             .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Calls admitted at most (running + queued): what partitions divide on a pool.
+    #[inline]
+    pub(crate) fn admission_limit(&self) -> u32 {
+        u32::try_from(self.limit.load(Relaxed)).unwrap_or(u32::MAX)
     }
 
     #[inline]

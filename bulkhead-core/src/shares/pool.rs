@@ -1,0 +1,273 @@
+//! Shares inside a thread pool: the same partitions and per-key caps as on a semaphore,
+//! dividing what the pool admits, **calls running plus queued** (`max_threads +
+//! queue_capacity`), the limit its own admission counts against.
+//!
+//! A call's way: the key's cap (refused `KeyLimit` at it), then the partition's count
+//! (`partition.rs`): below its guarantee the call is admitted as any call of the pool is
+//! (its `on_full` applies: it may wait for room or run on its caller); at or above it, the
+//! call **borrows**: it takes a slot only if one is free and nobody waits for room, and is
+//! refused `Full` otherwise, never waiting and never running on its caller. Only the pool's
+//! own compare-and-swap admits, so its bound is never exceeded. A call already inside the
+//! pool (a nested call on a worker) runs inline, counted under nothing.
+//!
+//! The counts are taken back when the call ends: the sync call when it returns, the async
+//! one when its future finishes or is dropped. A partition's `borrowed` and `refused` are
+//! counted then too (on a semaphore, at admission).
+
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+
+use bulkhead_config_types::{Partitions, PerKeyConfig};
+
+use super::admission::Counted;
+use super::{Layers, PartitionNamesChanged, key_id};
+use crate::thread_pool::CallAsync;
+use crate::{BulkheadError, Refused, ThreadPoolBulkhead};
+
+/// A call about to enter a thread pool under a partition, a key, both or neither:
+/// [`ThreadPoolBulkhead::in_partition`], [`ThreadPoolBulkhead::keyed`],
+/// [`ThreadPoolBulkhead::unpartitioned`].
+///
+/// ```
+/// use bulkhead_config_types::{Partitions, ThreadPoolConfig};
+/// use bulkhead_core::ThreadPoolBulkhead;
+///
+/// let config = ThreadPoolConfig { core_threads: 2, max_threads: 2, queue_capacity: 8, ..Default::default() };
+/// // 10 calls admitted at most (2 running + 8 queued): `live` is guaranteed 8 of them.
+/// let reports = ThreadPoolBulkhead::new("reports", &config)
+///     .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+/// assert_eq!(reports.in_partition("batch").call(3, |n| n * 2).ok(), Some(6));
+/// let live = reports.snapshot().partitions.into_iter().find(|p| p.name == "live").unwrap();
+/// assert_eq!(live.guaranteed, 8);
+/// ```
+#[derive(Clone, Copy)]
+#[must_use = "an admission does nothing until it calls"]
+pub struct PoolAdmission<'a> {
+    pool: &'a ThreadPoolBulkhead,
+    partition: Option<usize>,
+    key: Option<u64>,
+}
+
+/// What one pool admission counted, given back when dropped.
+struct PoolHolds {
+    pool: ThreadPoolBulkhead,
+    counted: Counted,
+}
+
+impl PoolHolds {
+    /// Counts the call's outcome under its partition.
+    fn settle(&self, borrowed: bool, admitted: bool) {
+        let layers = &self.pool.shared().shares;
+        if let Some(partition) = self
+            .counted
+            .partition()
+            .and_then(|i| layers.partition_at(i))
+        {
+            if !admitted {
+                partition.refused();
+            } else if borrowed {
+                partition.borrowed();
+            }
+        }
+    }
+}
+
+impl Drop for PoolHolds {
+    fn drop(&mut self) {
+        self.counted.release(&self.pool.shared().shares);
+    }
+}
+
+impl<'a> PoolAdmission<'a> {
+    /// The same admission, counted under `key` too (any `Hash` value: a tenant id, a
+    /// user). Without `per_key` on the pool the key limits nothing.
+    pub fn key<K: Hash + ?Sized>(self, key: &K) -> Self {
+        self.key_id(key_id(key))
+    }
+
+    /// The same admission, counted under the key whose id is `id`
+    /// ([`SemaphoreBulkhead::key_id`](crate::SemaphoreBulkhead::key_id)).
+    pub fn key_id(mut self, id: u64) -> Self {
+        self.key = Some(id);
+        self
+    }
+
+    fn layers(&self) -> &'a Layers {
+        &self.pool.shared().shares
+    }
+
+    /// The key's cap, then the partition's count; whether the call may wait (or run on its
+    /// caller) as any call of the pool may.
+    fn enter(&self) -> Result<(PoolHolds, bool), BulkheadError> {
+        let layers = self.layers();
+        let shared = self.pool.shared();
+        let mut key = None;
+        let mut partition = None;
+        // A nested call runs inline on the place it holds: not checked, not counted.
+        if let (Some(id), Some(table)) = (self.key, layers.per_key())
+            && !crate::reentry::is_inside(shared.id())
+        {
+            match table.enter(id) {
+                Some(hold) => key = Some(hold),
+                None => {
+                    let name = shared.name.clone();
+                    return Err(shared.refuse(BulkheadError::KeyLimit { name }));
+                }
+            }
+        }
+        let holds = |partition| PoolHolds {
+            pool: self.pool.clone(),
+            counted: Counted::new(partition, key),
+        };
+        let may_wait = match layers.partitions() {
+            None => true,
+            Some(table) => match self.partition.and_then(|i| Some((i, table.get(i)?))) {
+                Some((index, state)) => {
+                    partition = Some(index);
+                    state.enter(shared.admission_limit())
+                }
+                // A call that names no partition only borrows.
+                None => false,
+            },
+        };
+        Ok((holds(partition), may_wait))
+    }
+
+    /// Runs `body(input)` on a worker once admitted, blocking the caller (as
+    /// [`ThreadPoolBulkhead::call`]).
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadError::KeyLimit`] when the key holds its cap; [`BulkheadError::Full`] when
+    /// a borrowing call finds no free slot (or others waiting for one); otherwise what
+    /// [`ThreadPoolBulkhead::call`] refuses with. The input comes back in [`Refused`].
+    pub fn call<I, R>(&self, input: I, body: impl FnOnce(I) -> R + Send) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        let (holds, may_wait) = match self.enter() {
+            Ok(entered) => entered,
+            Err(error) => return Err(Refused { input, error }),
+        };
+        let result = if may_wait {
+            self.pool.call(input, body)
+        } else {
+            self.pool.call_borrowing(input, body)
+        };
+        holds.settle(!may_wait, result.is_ok());
+        result
+    }
+
+    /// Runs the future `body(input)` on a worker once admitted (as
+    /// [`ThreadPoolBulkhead::call_async`]); the counts are taken now and given back when
+    /// the returned future finishes or is dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call).
+    pub fn call_async<I, F, Fut>(
+        self,
+        input: I,
+        body: F,
+    ) -> impl Future<Output = Result<Fut::Output, Refused<I>>> + Send + 'static
+    where
+        I: Send + 'static,
+        F: FnOnce(I) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let entered = self.enter();
+        let pool = self.pool.clone();
+        async move {
+            let (holds, may_wait) = match entered {
+                Ok(entered) => entered,
+                Err(error) => return Err(Refused { input, error }),
+            };
+            let result = if may_wait {
+                pool.call_async(input, body).await
+            } else {
+                CallAsync::borrowing(&pool, input, body).await
+            };
+            holds.settle(!may_wait, result.is_ok());
+            result
+        }
+    }
+}
+
+impl fmt::Debug for PoolAdmission<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolAdmission")
+            .field("bulkhead", &self.pool.name())
+            .field("partition", &self.partition)
+            .field("key_id", &self.key)
+            .finish()
+    }
+}
+
+/// Partitions and per-key caps on the thread pool (see [`PoolAdmission`]).
+impl ThreadPoolBulkhead {
+    /// Divides what the pool admits (running + queued) into `partitions`; for building.
+    /// The names are fixed by the first non-empty set, as on a semaphore
+    /// ([`SemaphoreBulkhead::with_partitions`](crate::SemaphoreBulkhead::with_partitions)).
+    #[must_use]
+    pub fn with_partitions(self, partitions: &Partitions) -> Self {
+        // A fresh pool takes any names; a used one keeps its own (see the doc comment).
+        let _ = self.shared().shares.set_partitions(partitions);
+        self
+    }
+
+    /// Changes the partitions' shares live (a reload).
+    ///
+    /// # Errors
+    ///
+    /// [`PartitionNamesChanged`] when the names differ from the running ones; nothing is
+    /// changed then.
+    pub fn set_partitions(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+        self.shared().shares.set_partitions(partitions)
+    }
+
+    /// Caps the calls per key (`None`: no cap); for building.
+    #[must_use]
+    pub fn with_per_key(self, config: Option<&PerKeyConfig>) -> Self {
+        self.set_per_key(config);
+        self
+    }
+
+    /// Changes the per-key cap live (a reload); `None` removes it.
+    pub fn set_per_key(&self, config: Option<&PerKeyConfig>) {
+        self.shared().shares.set_per_key(config);
+    }
+
+    /// A call of the partition `name`; a name the pool has no partition for counts as
+    /// none (see [`unpartitioned`](Self::unpartitioned)).
+    pub fn in_partition(&self, name: &str) -> PoolAdmission<'_> {
+        let partition = self
+            .shared()
+            .shares
+            .partitions()
+            .and_then(|t| t.index_of(name));
+        PoolAdmission {
+            pool: self,
+            partition,
+            key: None,
+        }
+    }
+
+    /// A call that names no partition: on a partitioned pool it only borrows a free slot;
+    /// otherwise it is admitted as [`call`](Self::call) is.
+    pub fn unpartitioned(&self) -> PoolAdmission<'_> {
+        PoolAdmission {
+            pool: self,
+            partition: None,
+            key: None,
+        }
+    }
+
+    /// A call counted under `key` (and no partition; see
+    /// [`unpartitioned`](Self::unpartitioned)).
+    pub fn keyed<K: Hash + ?Sized>(&self, key: &K) -> PoolAdmission<'_> {
+        self.unpartitioned().key(key)
+    }
+}
