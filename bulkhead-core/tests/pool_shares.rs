@@ -29,6 +29,28 @@ impl Drop for OpenOnDrop {
     }
 }
 
+/// Runs `call` on a thread, with `wait` for its body to call on a worker (it returns once
+/// the test's `check` is done); runs `check` while that call holds its slot, and returns
+/// both results.
+fn while_held<R: Send, C>(
+    call: impl FnOnce(&(dyn Fn() + Sync)) -> R + Send,
+    check: impl FnOnce() -> C,
+) -> (R, C) {
+    let (gate, started) = (Gate::default(), Barrier::new(2));
+    let wait = || {
+        started.wait();
+        gate.wait();
+    };
+    std::thread::scope(|s| {
+        let _open = OpenOnDrop(gate.clone());
+        let held = s.spawn(|| call(&wait));
+        started.wait();
+        let checked = check();
+        gate.open();
+        (held.join().unwrap(), checked)
+    })
+}
+
 fn partition(pool: &ThreadPoolBulkhead, name: &str) -> PartitionSnapshot {
     let partitions = pool.snapshot().partitions;
     partitions.into_iter().find(|p| p.name == name).unwrap()
@@ -38,17 +60,9 @@ fn partition(pool: &ThreadPoolBulkhead, name: &str) -> PartitionSnapshot {
 fn a_partition_past_its_share_borrows_only_free_room_and_the_pool_bound_holds() {
     let pool = partitioned();
     assert_eq!(partition(&pool, "batch").guaranteed, 1);
-    let (gate, started) = (Gate::default(), Barrier::new(2));
-    std::thread::scope(|s| {
-        let _open = OpenOnDrop(gate.clone());
-        // Batch's guaranteed call runs on the only worker and waits there.
-        let held = s.spawn(|| {
-            pool.in_partition("batch").call((), |()| {
-                started.wait();
-                gate.wait();
-            })
-        });
-        started.wait();
+    // Batch's guaranteed call runs on the only worker and waits there.
+    let batch_call = |wait: &(dyn Fn() + Sync)| pool.in_partition("batch").call((), |()| wait());
+    let (held, borrowed) = while_held(batch_call, || {
         // A second batch call is past the share: it borrows the free queue slot.
         let mut borrowed = Box::pin(
             pool.in_partition("batch")
@@ -78,10 +92,10 @@ fn a_partition_past_its_share_borrows_only_free_room_and_the_pool_bound_holds() 
         let batch = partition(&pool, "batch");
         assert_eq!((batch.in_flight, batch.refused), (2, 1));
         assert_eq!(partition(&pool, "live").refused, 1);
-        gate.open();
-        held.join().unwrap().unwrap();
-        assert_eq!(futures_executor::block_on(borrowed).ok(), Some(2));
+        borrowed
     });
+    held.unwrap();
+    assert_eq!(futures_executor::block_on(borrowed).ok(), Some(2));
     // A pool call's outcome is counted when it ends: the borrowed one is done now.
     assert_eq!(partition(&pool, "batch").borrowed, 1);
     for name in ["live", "batch"] {
@@ -96,42 +110,26 @@ fn a_partition_past_its_share_borrows_only_free_room_and_the_pool_bound_holds() 
 #[test]
 fn calls_that_name_no_partition_only_borrow() {
     let pool = partitioned();
-    let (gate, started) = (Gate::default(), Barrier::new(2));
-    std::thread::scope(|s| {
-        let _open = OpenOnDrop(gate.clone());
-        let held = s.spawn(|| {
-            pool.in_partition("live").call((), |()| {
-                started.wait();
-                gate.wait();
-            })
-        });
-        started.wait();
+    let live_call = |wait: &(dyn Fn() + Sync)| pool.in_partition("live").call((), |()| wait());
+    let (held, first) = while_held(live_call, || {
         // One slot is free: an unpartitioned call borrows it.
         let mut first = Box::pin(pool.unpartitioned().call_async(1u32, |n| async move { n }));
         assert!(poll_once(&mut first).is_pending());
         // None is left: it is refused rather than waiting or running on its caller.
         let second = pool.unpartitioned().call(2u32, |n| n);
         assert!(matches!(second, Err(r) if matches!(r.error, BulkheadError::Full { .. })));
-        gate.open();
-        held.join().unwrap().unwrap();
-        assert_eq!(futures_executor::block_on(first).ok(), Some(1));
+        first
     });
+    held.unwrap();
+    assert_eq!(futures_executor::block_on(first).ok(), Some(1));
 }
 
 #[test]
 fn a_key_at_its_cap_is_refused_with_its_input_while_other_keys_are_served() {
     let pool = ThreadPoolBulkhead::new("pool-keys", &pool_config(2, 2, 4))
         .with_per_key(Some(&PerKeyConfig::new(1)));
-    let (gate, started) = (Gate::default(), Barrier::new(2));
-    std::thread::scope(|s| {
-        let _open = OpenOnDrop(gate.clone());
-        let held = s.spawn(|| {
-            pool.keyed("tenant-a").call((), |()| {
-                started.wait();
-                gate.wait();
-            })
-        });
-        started.wait();
+    let tenant_a = |wait: &(dyn Fn() + Sync)| pool.keyed("tenant-a").call((), |()| wait());
+    let (held, ()) = while_held(tenant_a, || {
         let refused = pool.keyed("tenant-a").call(7u32, |n| n);
         assert!(
             matches!(&refused, Err(r) if r.input == 7 && matches!(r.error, BulkheadError::KeyLimit { .. }))
@@ -139,9 +137,8 @@ fn a_key_at_its_cap_is_refused_with_its_input_while_other_keys_are_served() {
         assert_eq!(pool.keyed("tenant-b").call(8u32, |n| n).ok(), Some(8));
         let per_key = pool.snapshot().per_key.unwrap();
         assert_eq!((per_key.keys_tracked, per_key.keys_at_limit), (1, 1));
-        gate.open();
-        held.join().unwrap().unwrap();
     });
+    held.unwrap();
     let s = pool.snapshot();
     assert_eq!(s.calls.refused.key_limit, 1);
     assert_eq!(s.per_key.unwrap().keys_tracked, 0);
