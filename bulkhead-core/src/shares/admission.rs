@@ -20,7 +20,7 @@ use crate::semaphore::{AsyncPermit, OwnedPermit, Permit, SemaphoreBulkhead};
 
 /// A call about to enter a semaphore bulkhead under a partition, a key, both or neither:
 /// [`SemaphoreBulkhead::keyed`], [`SemaphoreBulkhead::unpartitioned`],
-/// [`Partition::admission`], [`Partition::keyed`].
+/// [`Partition::admission`](super::Partition::admission), [`Partition::keyed`](super::Partition::keyed).
 ///
 /// ```
 /// use bulkhead_config_types::{PerKeyConfig, SemaphoreConfig};

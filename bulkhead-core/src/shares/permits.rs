@@ -8,7 +8,7 @@ use super::admission::Holds;
 use crate::BulkheadError;
 use crate::semaphore::{AsyncPermit, Permit, SemaphoreBulkhead};
 
-/// A permit taken through an [`Admission`]: the bulkhead's [`Permit`] and the counts of
+/// A permit taken through an [`Admission`](super::Admission): the bulkhead's [`Permit`] and the counts of
 /// its partition and key, all returned when it drops (the permit first).
 #[must_use = "the call is admitted only while the permit is held"]
 pub struct SharePermit<'a> {
