@@ -1,0 +1,115 @@
+//! Unit tests of the per-key table: caps, the overflow entry, reclaiming idle keys.
+
+use super::*;
+
+fn table(cap: u32, max_keys: u32) -> KeyTable {
+    KeyTable::new(&PerKeyConfig {
+        max_concurrent_calls: cap,
+        max_keys,
+    })
+}
+
+#[test]
+fn a_key_is_refused_at_its_cap_while_others_are_admitted() {
+    let t = table(2, 100);
+    let (a, b) = (key_id("tenant-a"), key_id("tenant-b"));
+    let held = [t.enter(a).unwrap(), t.enter(a).unwrap()];
+    assert!(
+        t.enter(a).is_none(),
+        "the third call of tenant-a is over its cap"
+    );
+    assert!(
+        t.enter(b).is_some(),
+        "tenant-b is not held back by tenant-a"
+    );
+    assert_eq!(t.snapshot().keys_at_limit, 1);
+    t.leave(held[0]);
+    assert!(t.enter(a).is_some(), "a slot of tenant-a came back");
+}
+
+#[test]
+fn idle_keys_are_not_tracked_and_their_places_are_reused() {
+    let t = table(1, 100);
+    for n in 0..1000u32 {
+        let hold = t.enter(key_id(&n)).unwrap();
+        t.leave(hold);
+    }
+    assert_eq!(t.snapshot().keys_tracked, 0);
+    assert!(t.mapped() <= 100, "{} ids mapped", t.mapped());
+    assert!(
+        t.places.next.load(Relaxed) <= 100,
+        "places are reused: {} made",
+        t.places.next.load(Relaxed)
+    );
+}
+
+#[test]
+fn a_new_key_sweeps_idle_keys_out_of_a_full_table() {
+    let t = table(1, 2);
+    let a = t.enter(key_id("a")).unwrap();
+    t.leave(t.enter(key_id("b")).unwrap());
+    // Full: `a` busy, `b` idle. A new key takes `b`'s place, not the overflow.
+    let c = t.enter(key_id("c")).unwrap();
+    assert!(matches!(c, KeyHold::Tracked(_)), "{c:?}");
+    // Now both are busy: the next new key shares the overflow entry.
+    let d = t.enter(key_id("d")).unwrap();
+    assert!(matches!(d, KeyHold::Overflow), "{d:?}");
+    assert!(t.pressure.load(SeqCst));
+    // `a` goes idle under pressure: listed, and the next new key gets its place.
+    t.leave(a);
+    assert_eq!(t.idle.lock().len(), 1);
+    assert!(matches!(t.enter(key_id("e")), Some(KeyHold::Tracked(_))));
+    assert_eq!(t.mapped(), 2, "`a` was unmapped for `e`");
+}
+
+#[test]
+fn places_are_found_across_buckets() {
+    let places = Places::default();
+    let made: Vec<u32> = (0..1000).map(|_| places.take()).collect();
+    for &i in &made {
+        places.get(i).unwrap().count.fetch_add(i, Relaxed);
+    }
+    for &i in &made {
+        let count = places.get(i).unwrap().count.load(Relaxed);
+        assert_eq!(count, i, "place {i} is its own");
+    }
+    assert_eq!(Places::locate(0), (0, 0));
+    assert_eq!(Places::locate(63), (0, 63));
+    assert_eq!(Places::locate(64), (1, 0));
+    assert_eq!(Places::locate(u32::MAX).0, BUCKETS - 1);
+}
+
+#[test]
+fn keys_beyond_max_keys_share_one_overflow_entry() {
+    let t = table(2, 3);
+    let held: Vec<KeyHold> = (0..3u32).map(|n| t.enter(key_id(&n)).unwrap()).collect();
+    let over = [t.enter(key_id(&10u32)), t.enter(key_id(&11u32))];
+    assert!(over.iter().all(|h| matches!(h, Some(KeyHold::Overflow))));
+    assert!(
+        t.enter(key_id(&12u32)).is_none(),
+        "the overflow entry is at its cap"
+    );
+    let s = t.snapshot();
+    assert_eq!((s.keys_tracked, s.overflow_in_flight), (3, 2));
+    assert_eq!(t.mapped(), 3, "never more than max_keys ids");
+    for hold in held.into_iter().chain(over.into_iter().flatten()) {
+        t.leave(hold);
+    }
+    let s = t.snapshot();
+    assert_eq!((s.keys_tracked, s.overflow_in_flight), (0, 0));
+}
+
+#[test]
+fn the_snapshot_lists_the_busiest_keys_first() {
+    let t = table(20, 100);
+    for n in 0..15u32 {
+        for _ in 0..=n {
+            t.enter(key_id(&n)).unwrap();
+        }
+    }
+    let top = t.snapshot().top_keys;
+    assert_eq!(top.len(), TOP_KEYS);
+    assert_eq!(top[0].key_id, key_id(&14u32));
+    assert_eq!(top[0].in_flight, 15);
+    assert!(top.windows(2).all(|w| w[0].in_flight >= w[1].in_flight));
+}
