@@ -258,6 +258,11 @@ pub fn render_headline(rows: &[Row]) -> String {
     out.push_str("|---|---|---|---|---|---|\n");
     for r in rows.iter().filter(|r| r.target.starts_with('≤')) {
         let value = |c: &Cell| c.value.map_or("–".to_string(), |v| format_value(v, c.unit));
+        // The peer's name beside its figure: one workload may have a target against two.
+        let peer = match r.peer.value {
+            Some(v) => format!("{} ({})", format_value(v, r.peer.unit), r.peer.label),
+            None => "–".to_string(),
+        };
         let _ = writeln!(
             out,
             "| {} {}: {} | {} | {} | {} | {} | {} |",
@@ -265,7 +270,7 @@ pub fn render_headline(rows: &[Row]) -> String {
             r.title,
             r.ours.label,
             value(&r.ours),
-            value(&r.peer),
+            peer,
             r.ratio(),
             r.target,
             r.met().map_or("", |met| if met { "yes" } else { "no" })
