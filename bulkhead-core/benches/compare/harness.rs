@@ -260,8 +260,8 @@ pub fn render_headline(rows: &[Row]) -> String {
         let value = |c: &Cell| c.value.map_or("–".to_string(), |v| format_value(v, c.unit));
         // The peer's name beside its figure: one workload may have a target against two.
         let peer = match r.peer.value {
-            Some(v) => format!("{} ({})", format_value(v, r.peer.unit), r.peer.label),
-            None => "–".to_string(),
+            Some(_) => format!("{} ({})", value(&r.peer), r.peer.label),
+            None => value(&r.peer),
         };
         let _ = writeln!(
             out,

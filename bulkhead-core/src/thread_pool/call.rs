@@ -75,11 +75,10 @@ impl ThreadPoolBulkhead {
         if shared.room.len() > 0 || !shared.try_admit() {
             return Err(shared.refused_full(input));
         }
-        let run = || self.run_admitted(input, body);
-        match crate::async_caller::caller() {
-            crate::async_caller::Caller::Thread => run(),
-            caller => crate::async_caller::block(caller, run),
-        }
+        // `block` runs the wait directly on a plain thread.
+        crate::async_caller::block(crate::async_caller::caller(), || {
+            self.run_admitted(input, body)
+        })
     }
 
     /// [`call`](Self::call) past its fast path: the rate limit, shut down, waiting for room
