@@ -14,7 +14,8 @@
 //!   idle), the pool cannot grow (`threads ≥ max`) and it is not shutting down: then a
 //!   caller may queue into the inbox without the lock, since some worker will come back for
 //!   the queue. It is written only under the lock (`StateGuard`'s drop);
-//! * every holder of the lock first empties the inbox into the queue (`lock_state`).
+//! * every holder of the lock first empties the inbox into the queue (`lock_state`),
+//!   claiming an idle worker for each task moved while one is idle, as `enqueue` does.
 //!
 //! Lock order: `state` → inbox, clock (neither calls back into the pool). The room-waiter
 //! list has its own lock and is never taken while `state` is held.
@@ -252,14 +253,24 @@ impl Shared {
     /// Locks the pool state and moves the inbox into the queue (after a `SeqCst` fence:
     /// a caller that queued into the inbox and then saw `direct` still set has its task
     /// moved by every later holder of the lock).
+    ///
+    /// A task is put into the inbox while no worker is idle, but one may go idle before the
+    /// task is moved (the race `enqueue` and the worker's last look at the inbox settle).
+    /// Such a worker is claimed for the task here, as `enqueue` would have claimed it under
+    /// the lock, so `queue.len() - pending` stays the tasks without a worker: a snapshot
+    /// never reports a task queued beside an idle worker that is about to take it.
     pub(super) fn lock_state(&self) -> StateGuard<'_> {
         let mut state = self.state.lock();
         crate::sync::seq_cst_fence();
         if !self.inbox.is_empty() {
             while let Some(entry) = self.inbox.pop() {
                 state.queue.push(entry);
+                if let Some((_, worker)) = state.idle.pop() {
+                    state.pending += 1;
+                    self.idle_claims.fetch_add(1, Relaxed);
+                    worker.unpark();
+                }
             }
-            // Queued without the lock: no worker was idle and the pool could not grow.
             state.largest_queued = state.largest_queued.max(state.unassigned());
         }
         StateGuard {
