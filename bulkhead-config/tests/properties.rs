@@ -209,7 +209,11 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
     (
         prop_oneof![semaphore(), thread_pool()],
         rate_limit,
-        proptest::option::of(duration()),
+        // A call timeout of 0 is refused (every call would time out at once).
+        proptest::option::of(
+            duration()
+                .prop_map(|d| Duration::from_std(d.as_std() + std::time::Duration::from_nanos(1))),
+        ),
         saturation(),
         expected,
         adaptive,
