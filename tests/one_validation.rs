@@ -176,8 +176,8 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
             ),
     );
     let timeout = proptest::option::of(duration());
-    // Partitions and per-key caps (semaphores only: on a pool the file refuses them as keys
-    // of the other kind), with shares, sums and names in and out of their rules.
+    // Partitions and per-key caps (on either kind), with shares, sums and names in and out
+    // of their rules.
     let share = proptest::sample::select(&[0.0, 0.2, 0.5, 0.8, 1.0, 1.5, -0.1][..]);
     let partitions = proptest::collection::btree_map(
         proptest::sample::select(&["live", "batch", "bulk", "a b"][..]).prop_map(String::from),
@@ -205,7 +205,6 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
     )
         .prop_map(
             |(limits, rate_limit, timeout, saturation, adaptive, (partitions, per_key))| {
-                let semaphore = matches!(limits, Limits::Semaphore(_));
                 BulkheadConfig {
                     limits,
                     rate_limit,
@@ -213,12 +212,8 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
                     saturation,
                     expected: None,
                     adaptive,
-                    partitions: if semaphore {
-                        partitions
-                    } else {
-                        Partitions::default()
-                    },
-                    per_key: per_key.filter(|_| semaphore),
+                    partitions,
+                    per_key,
                 }
             },
         )

@@ -227,6 +227,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
         "bulkhead".to_owned(),
         "kind".to_owned(),
         "limit".to_owned(),
+        "shares".to_owned(),
         "adaptive limit".to_owned(),
         "queue".to_owned(),
         "when full".to_owned(),
@@ -293,6 +294,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
                 ]
             }
         });
+        row.insert(3, shares_cell(b));
         row.push(rate_limit_cell(b.rate_limit.as_ref()));
         rows.push(row);
     }
@@ -311,6 +313,37 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
     }
     table.push_str(&report.rendered());
     emit(&table, ExitCode::SUCCESS)
+}
+
+/// The `shares` cell of `explain`: each partition's guaranteed slots of the declared limit
+/// they divide (a pool's: running plus queued), and the per-key cap.
+fn shares_cell(b: &bulkhead_config::BulkheadConfig) -> String {
+    let limit = b.shared_limit();
+    let mut parts = Vec::new();
+    if !b.partitions.is_empty() {
+        let guaranteed: Vec<String> = b
+            .partitions
+            .names()
+            .map(|name| {
+                format!(
+                    "{name} {}",
+                    b.partitions.guaranteed(name, limit).unwrap_or(0)
+                )
+            })
+            .collect();
+        parts.push(format!("{} of {limit}", guaranteed.join(", ")));
+    }
+    if let Some(per_key) = &b.per_key {
+        parts.push(format!(
+            "{} per key ({} keys)",
+            per_key.max_concurrent_calls, per_key.max_keys
+        ));
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join("; ")
+    }
 }
 
 /// The `rate limit` cell of `explain`: the limit, who shares it, and for a cluster-wide one

@@ -142,6 +142,41 @@ fn explain_prints_each_pool_with_its_worst_case_queue_wait() {
 }
 
 #[test]
+fn check_accepts_a_pool_with_partitions_and_refuses_bad_shares_on_one() {
+    let ok = bulkhead(&["check", &corpus("valid/pool-shares.yaml")]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    let bad = bulkhead(&["check", &corpus("invalid/pool-shares.yaml")]);
+    assert_eq!(bad.status.code(), Some(1));
+    let out = stdout(&bad);
+    assert!(
+        out.contains("bulkheads.reports.partitions: the shares add up to 1.2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bulkheads.exports.partitions: `live` has share 1.5"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bulkheads.exports.per_key.max_concurrent_calls: is 0"),
+        "{out}"
+    );
+}
+
+#[test]
+fn explain_shows_a_pools_partitions_as_slots_of_what_it_admits() {
+    let out = stdout(&bulkhead(&["explain", &corpus("valid/pool-shares.yaml")]));
+    let row = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("a row for {name}:\n{out}"))
+            .to_owned()
+    };
+    // 2 threads + 8 queued = 10 slots: 0.2 of them is 2.
+    assert!(row("reports").contains("batch 2, live 8 of 10"), "{out}");
+    assert!(row("exports").contains("2 per key (100 keys)"), "{out}");
+}
+
+#[test]
 fn explain_shows_each_adaptive_limit_with_its_bounds() {
     let out = stdout(&bulkhead(&["explain", &corpus("valid/adaptive.yaml")]));
     let row = |name: &str| {

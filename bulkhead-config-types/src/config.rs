@@ -83,7 +83,8 @@ pub struct BulkheadConfig {
     pub adaptive: Option<AdaptiveConfig>,
     /// Named shares of the limit (`{ live: 0.8, batch: 0.2 }`): each partition is
     /// guaranteed its share and may borrow idle capacity up to the limit (see
-    /// [`Partitions`]). Empty: one undivided limit.
+    /// [`Partitions`]; of a pool, the limit is what it admits, running plus queued: see
+    /// [`shared_limit`](Self::shared_limit)). Empty: one undivided limit.
     #[serde(default, skip_serializing_if = "Partitions::is_empty")]
     pub partitions: Partitions,
     /// A cap on the calls one key (a tenant, a user) may hold at once, with a bounded
@@ -124,6 +125,21 @@ impl BulkheadConfig {
         match &self.limits {
             Limits::Semaphore(s) => s.max_concurrent_calls,
             Limits::ThreadPool(t) => t.max_threads,
+        }
+    }
+
+    /// The declared limit that partitions divide: `max_concurrent_calls` of a semaphore;
+    /// of a pool, the calls it admits, running plus queued (`max_threads + queue_capacity`).
+    ///
+    /// ```
+    /// use bulkhead_config_types::{BulkheadConfig, ThreadPoolConfig};
+    /// let pool = ThreadPoolConfig { core_threads: 2, max_threads: 2, queue_capacity: 8, ..Default::default() };
+    /// assert_eq!(BulkheadConfig::thread_pool(pool).shared_limit(), 10);
+    /// ```
+    pub fn shared_limit(&self) -> u32 {
+        match &self.limits {
+            Limits::Semaphore(s) => s.max_concurrent_calls,
+            Limits::ThreadPool(t) => t.max_threads.saturating_add(t.queue_capacity),
         }
     }
 

@@ -1,5 +1,5 @@
 //! Dividing one bulkhead's limit: named shares with a guarantee each ([`Partitions`],
-//! [`guaranteed_slots`]) and a cap per key ([`PerKeyConfig`]). Semaphores only.
+//! [`guaranteed_slots`]) and a cap per key ([`PerKeyConfig`]), on either kind of bulkhead.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +23,11 @@ use serde::{Deserialize, Serialize};
 ///
 /// A share that rounds down to no slot guarantees nothing but may still borrow, as do
 /// calls that name no partition. What the shares leave over (`1 − sum`) is guaranteed to
-/// no one: any partition may borrow it. Partitions need `fair: true`, the default.
+/// no one: any partition may borrow it. On a semaphore, partitions need `fair: true`, the
+/// default. On a thread pool the limit divided is what the pool admits, calls running plus
+/// queued (`max_threads + queue_capacity`, or the adaptive limit plus the queue); "waits"
+/// above is the pool's `on_full` (`{ wait }` waits for room, `caller-runs` runs the call on
+/// its caller), and a borrower takes a slot only while nobody waits for room.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]

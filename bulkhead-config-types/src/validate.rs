@@ -356,23 +356,6 @@ impl BulkheadConfig {
     fn share_problems(&self) -> Vec<(&'static [&'static str], String)> {
         let mut out: Vec<(&'static [&'static str], String)> = Vec::new();
         let shares = &self.partitions.shares;
-        let semaphore = matches!(self.limits, Limits::Semaphore(_));
-        if !semaphore && !shares.is_empty() {
-            out.push((
-                &["partitions"],
-                "is set on a thread pool: partitions divide a semaphore's permits; use a \
-                 semaphore bulkhead, or one pool per partition"
-                    .into(),
-            ));
-        }
-        if !semaphore && self.per_key.is_some() {
-            out.push((
-                &["per_key"],
-                "is set on a thread pool: a per-key cap limits a semaphore's permits; use a \
-                 semaphore bulkhead in front of the pool"
-                    .into(),
-            ));
-        }
         if shares.len() > MAX_PARTITIONS {
             out.push((
                 &["partitions"],

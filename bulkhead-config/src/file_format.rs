@@ -120,13 +120,14 @@ pub struct BulkheadSpec {
     /// declared size. Default: none (the declared size is the limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive: Option<AdaptiveConfig>,
-    /// Semaphore: named shares of the limit, `{ live: 0.8, batch: 0.2 }` (each above 0 and at
-    /// most 1, summing to at most 1). A partition is guaranteed `floor(share × limit)` permits
-    /// and borrows free ones, never waiting for them; `#[bulkhead("…", partition = "live")]`
-    /// picks one, checked at compile time. Default: none.
+    /// Any kind: named shares of the limit, `{ live: 0.8, batch: 0.2 }` (each above 0 and at
+    /// most 1, summing to at most 1); of a thread pool, the limit is what it admits, running
+    /// plus queued (`max_threads + queue_capacity`). A partition is guaranteed
+    /// `floor(share × limit)` slots and borrows free ones, never waiting for them;
+    /// `#[bulkhead("…", partition = "live")]` picks one, checked at compile time. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions: Option<Partitions>,
-    /// Semaphore: at most `max_concurrent_calls` calls per key at once, tracking at most
+    /// Any kind: at most `max_concurrent_calls` calls per key at once, tracking at most
     /// `max_keys` keys (default 10000; further keys share one overflow entry).
     /// `#[bulkhead("…", key = tenant_id)]` names the key. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -155,12 +156,7 @@ pub(crate) fn kind_keys(kind: Kind) -> &'static [String] {
     static SEMAPHORE: OnceLock<Vec<String>> = OnceLock::new();
     static THREAD_POOL: OnceLock<Vec<String>> = OnceLock::new();
     match kind {
-        // Partitions and per-key caps divide a semaphore's permits: semaphore keys too.
-        Kind::Semaphore => SEMAPHORE.get_or_init(|| {
-            let mut keys = keys(schemars::schema_for!(SemaphoreConfig));
-            keys.extend(["partitions", "per_key"].map(String::from));
-            keys
-        }),
+        Kind::Semaphore => SEMAPHORE.get_or_init(|| keys(schemars::schema_for!(SemaphoreConfig))),
         Kind::ThreadPool => {
             THREAD_POOL.get_or_init(|| keys(schemars::schema_for!(ThreadPoolConfig)))
         }
@@ -291,11 +287,8 @@ impl BulkheadSpec {
             adaptive: self
                 .adaptive
                 .filter(|a| a.algorithm != AdaptiveAlgorithm::Off),
-            partitions: match kind {
-                Kind::Semaphore => self.partitions.clone().unwrap_or_default(),
-                _ => crate::Partitions::default(),
-            },
-            per_key: self.per_key.filter(|_| kind == Kind::Semaphore),
+            partitions: self.partitions.clone().unwrap_or_default(),
+            per_key: self.per_key,
         }
     }
 }

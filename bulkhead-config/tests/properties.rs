@@ -220,8 +220,12 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
     )
         .prop_map(
             |(limits, rate_limit, timeout, saturation, expected, adaptive)| {
-                // Valid partitions and a per-key cap on fair semaphores (the rules' domain).
-                let shares = matches!(&limits, bulkhead_config::Limits::Semaphore(s) if s.fair);
+                // Valid partitions and a per-key cap on thread pools and fair semaphores
+                // (the rules' domain).
+                let shares = match &limits {
+                    bulkhead_config::Limits::Semaphore(s) => s.fair,
+                    _ => true,
+                };
                 BulkheadConfig {
                     limits,
                     rate_limit,
