@@ -267,8 +267,14 @@ impl ThreadPoolSlot {
         R: Send,
     {
         let input = self.test_refusal_with(input)?;
-        // From an async task, the core call hands its wait to the runtime where it can;
-        // the function is named once in a WARN with the fix.
+        self.warn_if_async();
+        self.get().call(input, body)
+    }
+
+    /// From an async task, the core call hands its wait to the runtime where it can; the
+    /// function is named once in a WARN with the fix.
+    #[inline]
+    fn warn_if_async(&'static self) {
         let caller = bulkhead_core::async_caller::caller();
         if caller != bulkhead_core::async_caller::Caller::Thread {
             bulkhead_core::async_caller::warn_blocking_call(
@@ -278,7 +284,6 @@ impl ThreadPoolSlot {
                 &self.declaration.function,
             );
         }
-        self.get().call(input, body)
     }
 
     /// Runs the future `body(input)` on a worker; a refusal hands `input` back.
@@ -324,6 +329,83 @@ impl ThreadPoolSlot {
     {
         let input = self.test_refusal_with(input)?;
         call(self.get(), input).await
+    }
+}
+
+/// `partition = "…"` and `key = …` on a thread pool: the call enters through its shares.
+impl ThreadPoolSlot {
+    /// [`call`](Self::call) under `partition` and the key `key`.
+    #[inline]
+    pub fn call_shared<I, R>(
+        &'static self,
+        partition: Option<(usize, &'static str, u64)>,
+        key: Option<u64>,
+        input: I,
+        body: impl FnOnce(I) -> R + Send,
+    ) -> Result<R, Refused<I>>
+    where
+        I: Send,
+        R: Send,
+    {
+        let input = self.test_refusal_with(input)?;
+        self.warn_if_async();
+        pool_admission(self.get(), partition, key).call(input, body)
+    }
+
+    /// [`call_async`](Self::call_async) under `partition` and the key `key`.
+    #[inline]
+    pub fn call_async_shared<I, F, Fut>(
+        &'static self,
+        partition: Option<(usize, &'static str, u64)>,
+        key: Option<u64>,
+        input: I,
+        body: F,
+    ) -> impl Future<Output = Result<Fut::Output, Refused<I>>>
+    where
+        I: Send + 'static,
+        F: FnOnce(I) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.on_worker(input, move |pool, input| {
+            pool_admission(pool, partition, key).call_async(input, body)
+        })
+    }
+
+    /// [`call_async_timed`](Self::call_async_timed) under `partition` and the key `key`.
+    #[inline]
+    pub fn call_async_timed_shared<I, F, Fut>(
+        &'static self,
+        partition: Option<(usize, &'static str, u64)>,
+        key: Option<u64>,
+        input: I,
+        body: F,
+    ) -> impl Future<Output = Timed<Fut::Output, I>>
+    where
+        I: Send + 'static,
+        F: FnOnce(I) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        self.on_worker(input, move |pool, input| {
+            pool_admission(pool, partition, key).call_async_timed(input, body)
+        })
+    }
+}
+
+#[inline]
+fn pool_admission<'a>(
+    pool: &'a ThreadPoolBulkhead,
+    partition: Option<(usize, &str, u64)>,
+    key: Option<u64>,
+) -> bulkhead_core::PoolAdmission<'a> {
+    let admission = match partition {
+        Some((index, name, fingerprint)) => pool.in_partition_at(index, name, fingerprint),
+        None => pool.unpartitioned(),
+    };
+    match key {
+        Some(id) => admission.key_id(id),
+        None => admission,
     }
 }
 

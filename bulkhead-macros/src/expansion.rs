@@ -245,8 +245,9 @@ impl<'a> Expansion<'a> {
         let (slot, values) = (&self.slot, &self.values);
         let patterns = self.worker_patterns();
         let value = self.value_of(&self.worker_body());
+        let (call, lead) = crate::shares::pool_call(self.shares, slot, "call", Span::call_site());
         let call = quote! {
-            ::bulkhead::__private::ThreadPoolSlot::call(&#slot, (#(#values,)*), move |(#(#patterns,)*)| {
+            #call(#lead (#(#values,)*), move |(#(#patterns,)*)| {
                 #value
             })
         };
@@ -272,14 +273,14 @@ impl<'a> Expansion<'a> {
             })
         };
         let timed = self.fallback.is_none();
-        let call = if timed {
-            quote_spanned! {async_token=>
-                ::bulkhead::__private::ThreadPoolSlot::call_async_timed(&#slot, (#(#values,)*), move |(#(#patterns,)*)| #future).await
-            }
+        let name = if timed {
+            "call_async_timed"
         } else {
-            quote_spanned! {async_token=>
-                ::bulkhead::__private::ThreadPoolSlot::call_async(&#slot, (#(#values,)*), move |(#(#patterns,)*)| #future).await
-            }
+            "call_async"
+        };
+        let (call, lead) = crate::shares::pool_call(self.shares, slot, name, async_token);
+        let call = quote_spanned! {async_token=>
+            #call(#lead (#(#values,)*), move |(#(#patterns,)*)| #future).await
         };
         self.match_pool_call(call, timed)
     }

@@ -2,15 +2,16 @@
 //! bulkhead at compile time, and the admission expression the expansion enters through.
 //!
 //! A partition must be one the bulkhead declares (`partitions:` in its config), with a
-//! "did you mean" like an unknown bulkhead; a partition on a bulkhead without partitions,
-//! and either option on a thread pool, are errors. A function on a partitioned bulkhead
-//! that names no partition is entered through the shares too (its calls only borrow).
+//! "did you mean" like an unknown bulkhead; a partition on a bulkhead without partitions is
+//! an error. Either kind takes both options: a thread pool's shares divide what it admits
+//! (running plus queued). A function on a partitioned bulkhead that names no partition is
+//! entered through the shares too (its calls only borrow).
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 
 use crate::args::Args;
-use crate::config::{Declared, Kind, Location};
+use crate::config::{Declared, Location};
 use crate::ctxt::Ctxt;
 
 /// What the expansion counts a call under.
@@ -32,26 +33,6 @@ pub(crate) fn check(
 ) -> Option<Shares> {
     let partitions = &declared.config.partitions;
     if args.partition.is_none() && args.key.is_none() && partitions.is_empty() {
-        return None;
-    }
-    if declared.kind() == Kind::ThreadPool {
-        let option = if args.partition.is_some() {
-            "partition"
-        } else {
-            "key"
-        };
-        let span = match (&args.partition, &args.key) {
-            (Some(lit), _) => lit.span(),
-            (None, Some(key)) => syn::spanned::Spanned::span(key),
-            (None, None) => proc_macro2::Span::call_site(),
-        };
-        cx.error(
-            span,
-            format!(
-                "`{option}` needs a semaphore bulkhead, and `{name}` is a thread pool: \
-                 partitions and per-key caps divide a semaphore's permits"
-            ),
-        );
         return None;
     }
     if let Some(lit) = &args.partition {
@@ -107,6 +88,36 @@ pub(crate) fn check_partition(
                  it\nhelp: {help}"
             ),
         );
+    }
+}
+
+/// The thread-pool call `name` (`call`, `call_async`, `call_async_timed`) of the slot, and
+/// its leading arguments: the slot, then the shares' when the call enters through them;
+/// spanned at `span` (an async function's `async`, where rustc reports a future that is
+/// not `Send`).
+pub(crate) fn pool_call(
+    shares: Option<&Shares>,
+    slot: &proc_macro2::Ident,
+    name: &str,
+    span: proc_macro2::Span,
+) -> (TokenStream, TokenStream) {
+    let p = quote_spanned!(span=> ::bulkhead::__private::ThreadPoolSlot);
+    match shares {
+        Some(shares) => {
+            let f = quote::format_ident!("{name}_shared", span = span);
+            let a = shares.arguments();
+            (
+                quote_spanned!(span=> #p::#f),
+                quote_spanned!(span=> &#slot, #a,),
+            )
+        }
+        None => {
+            let f = quote::format_ident!("{name}", span = span);
+            (
+                quote_spanned!(span=> #p::#f),
+                quote_spanned!(span=> &#slot,),
+            )
+        }
     }
 }
 

@@ -47,7 +47,9 @@ impl Bulkhead {
                 ThreadPoolBulkhead::with_clock(name, limits, clock)
                     .with_rate_limit(config.rate_limit.as_ref())
                     .with_call_timeout(config.timeout.map(|t| t.as_std()))
-                    .with_adaptive(config.adaptive.as_ref()),
+                    .with_adaptive(config.adaptive.as_ref())
+                    .with_partitions(&config.partitions)
+                    .with_per_key(config.per_key.as_ref()),
             ),
             _ => unreachable!("the bulkhead crates are pinned to one release: no other kind"),
         };
@@ -127,6 +129,18 @@ impl Bulkhead {
         })
     }
 
+    /// Whether `partitions` keeps the running partition names (a reload may change shares
+    /// only).
+    pub(super) fn check_partitions(
+        &self,
+        partitions: &bulkhead_config_types::Partitions,
+    ) -> Result<(), crate::shares::PartitionNamesChanged> {
+        match self {
+            Bulkhead::Semaphore(b) => b.check_partitions(partitions),
+            Bulkhead::ThreadPool(b) => b.check_partitions(partitions),
+        }
+    }
+
     /// Stops admission and waits at most `timeout` for running work.
     pub fn shutdown(&self, timeout: Duration) -> BulkheadShutdown {
         match self {
@@ -171,6 +185,9 @@ impl Resize<'_> {
                 b.set_rate_limit(rate_limit);
                 b.set_call_timeout(call_timeout);
                 b.set_adaptive(adaptive);
+                // Checked with the whole reload (`check_partitions`): the names are the same.
+                let _ = b.set_partitions(&self.config.partitions);
+                b.set_per_key(self.config.per_key.as_ref());
             }
         }
     }

@@ -209,10 +209,7 @@ impl Registry {
                 .bulkheads
                 .get(*entry.key())
                 .unwrap_or(&entry.baseline);
-            let partitions = entry
-                .bulkhead
-                .as_semaphore()
-                .map_or(Ok(()), |b| b.check_partitions(&target.partitions));
+            let partitions = entry.bulkhead.check_partitions(&target.partitions);
             match entry.bulkhead.resize_to(target) {
                 Some(_) if partitions.is_err() => {
                     if let Err(change) = partitions {

@@ -22,8 +22,9 @@ use bulkhead_config_types::{Partitions, PerKeyConfig};
 
 use super::admission::Counted;
 use super::{Layers, PartitionNamesChanged, key_id};
+use crate::call_timeout::{Deadline, Elapsed};
 use crate::thread_pool::CallAsync;
-use crate::{BulkheadError, Refused, ThreadPoolBulkhead};
+use crate::{BulkheadError, Refused, ThreadPoolBulkhead, Timed};
 
 /// A call about to enter a thread pool under a partition, a key, both or neither:
 /// [`ThreadPoolBulkhead::in_partition`], [`ThreadPoolBulkhead::keyed`],
@@ -196,6 +197,44 @@ impl<'a> PoolAdmission<'a> {
     }
 }
 
+impl PoolAdmission<'_> {
+    /// [`call_async`](Self::call_async) under the pool's call timeout, as
+    /// [`ThreadPoolBulkhead::call_async_timed`]: a body still running at the deadline is
+    /// dropped on its worker and the call returns `Ok(Err(CallTimeout))`.
+    ///
+    /// # Errors
+    ///
+    /// `Err(Refused)` with the input when the call did not run (as [`call`](Self::call));
+    /// `Ok(Err(BulkheadError::CallTimeout))` when it ran past the deadline.
+    pub fn call_async_timed<I, F, Fut>(
+        self,
+        input: I,
+        body: F,
+    ) -> impl Future<Output = Timed<Fut::Output, I>> + Send + 'static
+    where
+        I: Send + 'static,
+        F: FnOnce(I) -> Fut + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let pool = self.pool.clone();
+        let shared = pool.shared();
+        let timeout = shared.call_timeout.get();
+        let clock = std::sync::Arc::clone(&shared.clock);
+        // Without a timeout the deadline is none and the body is never cut short.
+        let call = self.call_async(input, move |input: I| {
+            let deadline = timeout.and_then(|t| clock.now().checked_add(t));
+            Deadline::new(body(input), &*clock, deadline)
+        });
+        async move {
+            match call.await? {
+                Ok(output) => Ok(Ok(output)),
+                Err(Elapsed) => Ok(Err(pool.timed_out(timeout.unwrap_or_default()))),
+            }
+        }
+    }
+}
+
 impl fmt::Debug for PoolAdmission<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PoolAdmission")
@@ -248,6 +287,33 @@ impl ThreadPoolBulkhead {
             .shares
             .partitions()
             .and_then(|t| t.index_of(name));
+        PoolAdmission {
+            pool: self,
+            partition,
+            key: None,
+        }
+    }
+
+    /// Whether [`set_partitions`](Self::set_partitions) would accept `partitions`.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_partitions`](Self::set_partitions).
+    pub fn check_partitions(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+        self.shared().shares.check_partitions(partitions)
+    }
+
+    /// A call of the partition at `index` among the names resolved when the code was
+    /// built, trusted when the running names have the same `fingerprint`
+    /// ([`Partitions::fingerprint`]), else looked up by name. For the attribute's expansion.
+    #[doc(hidden)]
+    #[inline]
+    pub fn in_partition_at(&self, index: usize, name: &str, fingerprint: u64) -> PoolAdmission<'_> {
+        let partition = self
+            .shared()
+            .shares
+            .partitions()
+            .and_then(|t| t.resolve(index, name, fingerprint));
         PoolAdmission {
             pool: self,
             partition,

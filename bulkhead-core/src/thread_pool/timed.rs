@@ -156,7 +156,7 @@ impl ThreadPoolBulkhead {
         (count > 0).then(|| queued.sum() / count)
     }
 
-    fn timed_out(&self, after: Duration) -> BulkheadError {
+    pub(crate) fn timed_out(&self, after: Duration) -> BulkheadError {
         let shared = self.shared();
         let error = BulkheadError::CallTimeout {
             name: shared.name.clone(),

@@ -24,8 +24,23 @@ async fn busy(_tenant: String, _refused: BulkheadError) -> usize {
     0
 }
 
+// A thread pool takes both options too (its shares divide running plus queued calls).
+#[bulkhead("pool-shares", partition = "live")]
+fn render(page: &str) -> Result<usize, BulkheadError> {
+    Ok(page.len())
+}
+
+#[bulkhead("pool-keyed", key = tenant.as_str(), fallback = later)]
+async fn pool_export(tenant: String) -> usize {
+    tenant.len()
+}
+
+async fn later(_tenant: String, _refused: BulkheadError) -> usize {
+    0
+}
+
 fn main() {
-    let _ = (search("a"), orders(1, "eu"));
+    let _ = (search("a"), orders(1, "eu"), render("p"), pool_export("t".to_owned()));
     let _ = (unnamed("a".to_owned()), export("b".to_owned()));
     let _reindex = bulkhead::layer!("shared-search", partition = "batch");
 }

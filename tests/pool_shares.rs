@@ -1,0 +1,276 @@
+//! Partitions and per-key caps on thread pools declared in `bulkheads.yaml`, through
+//! `#[bulkhead(…, partition = …)]` and `key = …` on sync and async functions, and a reload
+//! that changes a pool's shares live. The shares divide what a pool admits, running plus
+//! queued. Deterministic: a gate, a barrier and single polls; no sleeps.
+
+use std::future::Future;
+use std::sync::Barrier;
+use std::task::Poll;
+use std::thread::ThreadId;
+
+use bulkhead::{BulkheadError, Deploy, DeployError, ReloadProblem, ThreadPoolBulkhead, bulkhead};
+
+/// Blocks its callers until opened; opened on drop too, so a failed assertion cannot leave
+/// a worker waiting on it (and the test's scope waiting for that worker).
+#[derive(Default)]
+struct Gate(std::sync::Mutex<bool>, std::sync::Condvar);
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.0.lock().unwrap();
+        while !*open {
+            open = self.1.wait(open).unwrap();
+        }
+    }
+
+    fn open(&self) {
+        *self.0.lock().unwrap() = true;
+        self.1.notify_all();
+    }
+}
+
+/// Runs `hold` on a thread of its own, passing it a `wait` that returns once `check` is
+/// done; runs `check` once `hold`'s body has called `wait` (it then holds its slot on a
+/// worker), and returns what `check` returned.
+fn while_held<C>(hold: impl FnOnce(&(dyn Fn() + Sync)) + Send, check: impl FnOnce() -> C) -> C {
+    let (gate, started) = (Gate::default(), Barrier::new(2));
+    let wait = || {
+        started.wait();
+        gate.wait();
+    };
+    struct OpenOnDrop<'a>(&'a Gate);
+    impl Drop for OpenOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.open();
+        }
+    }
+    std::thread::scope(|s| {
+        let _open = OpenOnDrop(&gate);
+        s.spawn(|| hold(&wait));
+        started.wait();
+        check()
+    })
+}
+
+/// A call of `pool-shares` or `pool-reload` polled by hand.
+type Call = std::pin::Pin<Box<dyn Future<Output = Result<u32, BulkheadError>> + Send>>;
+
+fn call(future: impl Future<Output = Result<u32, BulkheadError>> + Send + 'static) -> Call {
+    Box::pin(future)
+}
+
+fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+    std::pin::Pin::new(future).poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+}
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+fn pool(name: &str) -> ThreadPoolBulkhead {
+    bulkhead::registry().thread_pool(name).unwrap()
+}
+
+/// (guaranteed, in flight, borrowed, refused) of a partition.
+fn partition(name: &str, partition: &str) -> (u32, u32, u64, u64) {
+    let partitions = pool(name).snapshot().partitions;
+    let p = partitions.iter().find(|p| p.name == partition).unwrap();
+    (p.guaranteed, p.in_flight, p.borrowed, p.refused)
+}
+
+fn is_full<T>(result: &Result<T, BulkheadError>) -> bool {
+    matches!(result, Err(BulkheadError::Full { .. }))
+}
+
+// `pool-shares`: 1 thread + 3 queued = 4 slots, `live` and `batch` guaranteed 2 each;
+// `on_full: { wait: 60s }`, so a call within its share waits for room.
+
+#[bulkhead("pool-shares", partition = "batch")]
+fn batch_report(wait: &(dyn Fn() + Sync)) -> Result<(), BulkheadError> {
+    wait();
+    Ok(())
+}
+
+#[bulkhead("pool-shares", partition = "batch")]
+fn batch_total(n: u32) -> Result<u32, BulkheadError> {
+    Ok(n)
+}
+
+#[bulkhead("pool-shares", partition = "batch")]
+async fn batch_async(n: u32) -> Result<u32, BulkheadError> {
+    Ok(n)
+}
+
+#[bulkhead("pool-shares", partition = "live")]
+async fn live_async(n: u32) -> Result<u32, BulkheadError> {
+    Ok(n)
+}
+
+#[test]
+fn a_yaml_pool_admits_each_partition_by_its_share_through_the_attribute() {
+    assert_eq!(partition("pool-shares", "batch").0, 2);
+    let futures = while_held(
+        |wait| batch_report(wait).unwrap(),
+        || {
+            // Batch's second call is within its share: queued behind the held one.
+            let mut within = call(batch_async(2));
+            assert!(poll_once(&mut within).is_pending());
+            // Its third is past the share: it borrows a free slot (two are left).
+            let mut borrowing = call(batch_async(3));
+            assert!(poll_once(&mut borrowing).is_pending());
+            // Live takes the last slot, within its share.
+            let mut live = call(live_async(4));
+            assert!(poll_once(&mut live).is_pending());
+            let s = pool("pool-shares").snapshot();
+            assert_eq!((s.active, s.queued), (1, 3), "4 slots, all taken");
+            // The pool is full. Batch, past its share, is refused at once (sync and
+            // async), although the pool's `on_full` waits...
+            assert!(is_full(&batch_total(5)));
+            let mut refused = call(batch_async(6));
+            assert!(matches!(poll_once(&mut refused), Poll::Ready(r) if is_full(&r)));
+            // ...while live, within its share, waits for the next free slot.
+            let mut waiting = call(live_async(7));
+            assert!(poll_once(&mut waiting).is_pending());
+            // A borrower never goes ahead of a caller waiting for room.
+            assert!(is_full(&batch_total(8)));
+            // (A pool call's outcome is counted when it ends: the refused ones have.)
+            assert_eq!(partition("pool-shares", "batch"), (2, 3, 0, 3));
+            assert_eq!(partition("pool-shares", "live").1, 2);
+            [within, borrowing, live, waiting]
+        },
+    );
+    let outputs: Vec<u32> = futures.into_iter().map(|f| block_on(f).unwrap()).collect();
+    assert_eq!(outputs, [2, 3, 4, 7]);
+    // Counted when each call ended: one borrowed, three refused, all counts back.
+    assert_eq!(partition("pool-shares", "batch"), (2, 0, 1, 3));
+    assert_eq!(partition("pool-shares", "live"), (2, 0, 0, 0));
+}
+
+// `pool-keyed`: at most one call per key.
+
+#[bulkhead("pool-keyed", key = tenant)]
+fn tenant_report(tenant: &str, wait: &(dyn Fn() + Sync)) -> Result<(), BulkheadError> {
+    let _ = tenant;
+    wait();
+    Ok(())
+}
+
+#[bulkhead("pool-keyed", key = tenant)]
+fn tenant_total(tenant: &str, n: u32) -> Result<u32, BulkheadError> {
+    let _ = tenant;
+    Ok(n)
+}
+
+#[bulkhead("pool-keyed", key = tenant)]
+async fn tenant_async(tenant: String) -> Result<usize, BulkheadError> {
+    Ok(tenant.len())
+}
+
+#[test]
+fn a_keyed_pool_function_refuses_a_key_at_its_cap_and_serves_another() {
+    while_held(
+        |wait| tenant_report("acme", wait).unwrap(),
+        || {
+            assert!(matches!(
+                tenant_total("acme", 1),
+                Err(BulkheadError::KeyLimit { .. })
+            ));
+            let refused = block_on(tenant_async("acme".to_owned()));
+            assert!(matches!(refused, Err(BulkheadError::KeyLimit { .. })));
+            assert_eq!(tenant_total("globex", 2), Ok(2));
+            assert_eq!(block_on(tenant_async("initech".to_owned())), Ok(7));
+            let per_key = pool("pool-keyed").snapshot().per_key.unwrap();
+            assert_eq!((per_key.keys_tracked, per_key.keys_at_limit), (1, 1));
+        },
+    );
+    let snapshot = pool("pool-keyed").snapshot();
+    assert_eq!(snapshot.calls.refused.key_limit, 2);
+    assert_eq!(snapshot.per_key.unwrap().keys_at_limit, 0);
+}
+
+// `pool-reload`: 4 slots, `live` 0.75 (3) and `batch` 0.25 (1); `on_full: caller-runs`, so
+// a call within its share runs on its caller when the pool is full, a borrower is refused.
+
+#[bulkhead("pool-reload", partition = "live")]
+fn live_report(wait: &(dyn Fn() + Sync)) -> Result<(), BulkheadError> {
+    wait();
+    Ok(())
+}
+
+#[bulkhead("pool-reload", partition = "live")]
+async fn live_queued(n: u32) -> Result<u32, BulkheadError> {
+    Ok(n)
+}
+
+#[bulkhead("pool-reload", partition = "batch")]
+async fn batch_queued(n: u32) -> Result<u32, BulkheadError> {
+    Ok(n)
+}
+
+/// The thread the body ran on.
+#[bulkhead("pool-reload", partition = "batch")]
+fn batch_where() -> Result<ThreadId, BulkheadError> {
+    Ok(std::thread::current().id())
+}
+
+fn deploy(yaml: &str) -> Result<bulkhead::ReloadReport, DeployError> {
+    Deploy::new().yaml("deploy.yaml", yaml).unwrap().install()
+}
+
+#[test]
+fn a_reload_changes_a_pools_partition_shares_live() {
+    let here = std::thread::current().id();
+    let futures = while_held(
+        |wait| live_report(wait).unwrap(),
+        || {
+            // Fill the queue: batch within its one slot, live within its three.
+            let mut queued = [
+                call(batch_queued(1)),
+                call(live_queued(2)),
+                call(live_queued(3)),
+            ];
+            for future in &mut queued {
+                assert!(poll_once(future).is_pending());
+            }
+            // Batch holds its share: a further batch call borrows, and the pool is full.
+            assert!(is_full(&batch_where()));
+
+            deploy("bulkheads:\n  pool-reload: { partitions: { live: 0.25, batch: 0.75 } }\n")
+                .unwrap();
+            assert_eq!(partition("pool-reload", "batch").0, 3);
+            assert_eq!(partition("pool-reload", "live").0, 1);
+            let metrics = bulkhead::prometheus::encode(&[pool("pool-reload").snapshot()]);
+            assert!(
+                metrics.contains(
+                    "bulkhead_partition_guaranteed_calls{bulkhead=\"pool-reload\",partition=\"batch\"} 3\n"
+                ),
+                "{metrics}"
+            );
+            // Now within batch's share: the full pool runs it on its caller.
+            assert_eq!(batch_where(), Ok(here));
+
+            // Names are fixed: a deploy that adds a partition is refused whole.
+            let renamed = deploy(
+                "bulkheads:\n  pool-reload: { partitions: { live: 0.2, batch: 0.3, bulk: 0.1 } }\n",
+            );
+            assert!(
+                matches!(&renamed, Err(DeployError::Refused(e)) if matches!(
+                    e.problems.as_slice(),
+                    [ReloadProblem::PartitionsChanged { name, .. }] if name == "pool-reload"
+                )),
+                "{renamed:?}"
+            );
+            assert_eq!(partition("pool-reload", "batch").0, 3);
+            queued
+        },
+    );
+    for (future, n) in futures.into_iter().zip(1..) {
+        assert_eq!(block_on(future), Ok(n));
+    }
+    // Back to the declared shares.
+    deploy("bulkheads: {}\n").unwrap();
+    assert_eq!(partition("pool-reload", "batch").0, 1);
+}
