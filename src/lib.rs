@@ -121,8 +121,9 @@
 //! # Partitions and per-key shares
 //!
 //! Inside one bulkhead, one caller can still take everything: a batch job, or one tenant
-//! of a multi-tenant service. `partitions` divide a semaphore's limit into named shares,
-//! and `per_key` caps the calls of each key:
+//! of a multi-tenant service. `partitions` divide a bulkhead's limit into named shares (a
+//! thread pool's: the calls it admits, running plus queued), and `per_key` caps the calls
+//! of each key:
 //!
 //! ```yaml
 //! bulkheads:
@@ -178,7 +179,8 @@
 //! [`BulkheadError::KeyLimit`] (reason `key_limit`). At most `max_keys` keys are tracked,
 //! each only while it has a call in flight; further keys share one overflow entry with the
 //! same cap. In code: [`SemaphoreBulkhead::partition`], [`SemaphoreBulkhead::keyed`],
-//! [`Admission`]; for tower, `tower::BulkheadLayer::partition` and `key_by`.
+//! [`Admission`]; on a pool [`ThreadPoolBulkhead::in_partition`],
+//! [`ThreadPoolBulkhead::keyed`]; for tower, `tower::BulkheadLayer::partition` and `key_by`.
 //! `docs/partitions.md` has the details.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
