@@ -1,7 +1,8 @@
 //! Partitions and per-key caps on a thread pool: they divide what the pool admits
 //! (running + queued); a borrowing call takes only a free slot and never waits; the pool's
 //! bound is never exceeded; a key at its cap is refused with its input handed back; a
-//! nested call runs inline. Deterministic: gates, barriers and single polls; no sleeps.
+//! nested call runs inline; a timed call is cut at its deadline. Deterministic: gates,
+//! barriers, single polls and a manual clock; no sleeps.
 
 use std::sync::Barrier;
 use std::task::Poll;
@@ -154,4 +155,37 @@ fn a_nested_call_of_a_key_at_its_cap_runs_inline_on_the_worker() {
     assert_eq!(outer.ok(), Some(Some(6)));
     let s = pool.snapshot();
     assert_eq!((s.calls.refused.key_limit, s.calls.reentrant), (0, 1));
+}
+
+#[test]
+fn a_partitions_timed_async_call_is_cut_at_the_deadline_and_its_count_comes_back() {
+    let (clock, shared_clock) = support::manual_clock();
+    let timeout = std::time::Duration::from_secs(2);
+    let pool = ThreadPoolBulkhead::with_clock("pool-timed", &pool_config(1, 1, 1), shared_clock)
+        .with_partitions(&Partitions::new([("live", 0.5), ("batch", 0.5)]))
+        .with_call_timeout(Some(timeout));
+    std::thread::scope(|s| {
+        let caller = s.spawn(|| {
+            futures_executor::block_on(
+                pool.in_partition("live")
+                    .call_async_timed(1u32, |_| std::future::pending::<u32>()),
+            )
+        });
+        // The worker started the body: its deadline sleeps on the clock.
+        clock.wait_for_sleepers(1);
+        assert_eq!(partition(&pool, "live").in_flight, 1);
+        clock.advance(timeout);
+        match caller.join().expect("caller") {
+            Ok(Err(BulkheadError::CallTimeout { after, .. })) => assert_eq!(after, timeout),
+            other => panic!("expected a call timeout, got {other:?}"),
+        }
+    });
+    assert_eq!(partition(&pool, "live").in_flight, 0);
+    // A body that finishes in time gives its output.
+    let done = futures_executor::block_on(
+        pool.in_partition("batch")
+            .call_async_timed(2u32, |n| async move { n * 2 }),
+    );
+    assert!(matches!(done, Ok(Ok(4))));
+    assert_eq!(pool.snapshot().calls.timed_out, 1);
 }
