@@ -169,6 +169,17 @@ async fn tenant_async(tenant: String) -> Result<usize, BulkheadError> {
     Ok(tenant.len())
 }
 
+/// Refused calls get their arguments back: the tenant's name, counted as `refused:<name>`.
+#[bulkhead("pool-keyed", key = tenant, fallback = refused)]
+async fn tenant_label(tenant: String) -> String {
+    format!("served:{tenant}")
+}
+
+async fn refused(tenant: String, error: BulkheadError) -> String {
+    assert!(matches!(error, BulkheadError::KeyLimit { .. }), "{error}");
+    format!("refused:{tenant}")
+}
+
 #[test]
 fn a_keyed_pool_function_refuses_a_key_at_its_cap_and_serves_another() {
     while_held(
@@ -180,6 +191,11 @@ fn a_keyed_pool_function_refuses_a_key_at_its_cap_and_serves_another() {
             ));
             let refused = block_on(tenant_async("acme".to_owned()));
             assert!(matches!(refused, Err(BulkheadError::KeyLimit { .. })));
+            assert_eq!(
+                block_on(tenant_label("acme".to_owned())),
+                "refused:acme",
+                "the fallback got the arguments back"
+            );
             assert_eq!(tenant_total("globex", 2), Ok(2));
             assert_eq!(block_on(tenant_async("initech".to_owned())), Ok(7));
             let per_key = pool("pool-keyed").snapshot().per_key.unwrap();
@@ -187,7 +203,7 @@ fn a_keyed_pool_function_refuses_a_key_at_its_cap_and_serves_another() {
         },
     );
     let snapshot = pool("pool-keyed").snapshot();
-    assert_eq!(snapshot.calls.refused.key_limit, 2);
+    assert_eq!(snapshot.calls.refused.key_limit, 3);
     assert_eq!(snapshot.per_key.unwrap().keys_at_limit, 0);
 }
 
