@@ -19,7 +19,9 @@
 //! (already inside this bulkhead on this thread) holds no permit and keeps no count.
 //!
 //! Everything lives in the bulkhead's [`Layers`], set once from its config and changed
-//! live by a reload; a bulkhead with neither setting pays nothing on its plain calls.
+//! live by a reload; a bulkhead with neither setting pays nothing on its plain calls. A
+//! thread pool holds the same `Layers` in front of its own admission (`pool.rs`: its
+//! shares divide the calls it admits, running plus queued).
 
 mod admission;
 mod handle;
@@ -43,7 +45,7 @@ pub use per_key::{KeyLoad, PerKeySnapshot, TOP_KEYS};
 pub use permits::{AsyncSharePermit, SharePermit};
 pub use pool::PoolAdmission;
 
-/// The partitions and per-key caps of one semaphore bulkhead.
+/// The partitions and per-key caps of one bulkhead (a semaphore or a thread pool).
 #[derive(Default)]
 pub(crate) struct Layers {
     partitions: OnceLock<PartitionTable>,
