@@ -28,6 +28,7 @@ struct Marks {
     spilled: Cell<bool>,
 }
 
+#[cfg(not(loom))]
 thread_local! {
     static MARKS: Marks = const {
         Marks {
@@ -37,6 +38,18 @@ thread_local! {
         }
     };
     static OVERFLOW: RefCell<Vec<BulkheadId>> = const { RefCell::new(Vec::new()) };
+}
+
+// Under loom every model thread runs on one OS thread: its own thread-locals keep the
+// marks per model thread (a sync permit held across a switch is not seen by the others).
+#[cfg(loom)]
+loom::thread_local! {
+    static MARKS: Marks = Marks {
+        len: Cell::new(0),
+        ids: [const { Cell::new(0) }; INLINE],
+        spilled: Cell::new(false),
+    };
+    static OVERFLOW: RefCell<Vec<BulkheadId>> = RefCell::new(Vec::new());
 }
 
 /// Identifies one bulkhead instance for re-entry checks (its shared state's address).

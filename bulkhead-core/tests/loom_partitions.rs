@@ -104,3 +104,44 @@ fn a_borrowed_permit_is_handed_to_the_waiting_partition() {
         assert_at_rest(&b);
     });
 }
+
+/// Sync calls: a call that finds a free permit takes it first and is counted by its
+/// partition alone (not the bulkhead's `permitted`); one that finds none is counted in
+/// first and, within its share, waits. Racing both ways, the limit holds, every count goes
+/// back, and the snapshot's `permitted` is exactly the calls admitted.
+#[test]
+fn sync_calls_admitted_at_once_or_counted_first_keep_the_limit_and_the_counts() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = partitioned(&clock);
+        let inside = LoomArc::new(AtomicUsize::new(0));
+        let admitted = LoomArc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = ["a", "a", "b"]
+            .into_iter()
+            .map(|name| {
+                let partition = b.partition(name).unwrap();
+                let (inside, admitted) = (inside.clone(), admitted.clone());
+                loom::thread::spawn(move || match partition.acquire() {
+                    Ok(permit) => {
+                        let now = inside.fetch_add(1, SeqCst) + 1;
+                        assert!(now <= 2, "{now} calls inside a limit of 2");
+                        inside.fetch_sub(1, SeqCst);
+                        admitted.fetch_add(1, SeqCst);
+                        drop(permit);
+                    }
+                    Err(BulkheadError::Full { .. }) => {}
+                    Err(other) => panic!("unexpected {other:?}"),
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_at_rest(&b);
+        let s = b.snapshot();
+        let admitted = admitted.load(SeqCst) as u64;
+        assert_eq!(s.calls.permitted, admitted, "{s:?}");
+        let by_partition: u64 = s.partitions.iter().map(|p| p.admitted).sum();
+        assert_eq!(by_partition, admitted, "{s:?}");
+    });
+}

@@ -6,6 +6,9 @@
 //!
 //! 5. Every admitted call is counted `permitted` once, and once it is over exactly one of
 //!    `completed`, `panicked` or `cancelled`; every refusal is counted under its reason.
+//!    (A call of a partition that finds a free permit at once is counted `permitted` by its
+//!    partition instead, after its permit is taken, as `permitted` is:
+//!    `shares/partition.rs`; the snapshot adds those counts.)
 //!    Re-entrant calls take no permit and are counted only as `reentrant`. (`completed` is
 //!    not an atomic of its own: the snapshot derives it as `permitted - panicked - cancelled
 //!    - running`, which keeps one atomic add off the uncontended fast path.)
@@ -150,10 +153,8 @@ impl Shared {
         }
         match self.try_take_fast() {
             Ok(()) => {
-                reentry::enter(id).forget();
                 self.counters.permitted.fetch_add(1, Relaxed);
-                self.telemetry.begin_sync_call(id);
-                self.begin_adaptive_sync(id);
+                self.begin_held(id);
                 Fast::Admitted
             }
             // Fail fast (`max_wait: 0`, the default): refuse without the slow path.
@@ -163,6 +164,34 @@ impl Shared {
             }
             Err(_) => Fast::Slow,
         }
+    }
+
+    /// [`admit_fast`](Self::admit_fast) for a call of a partition: a permit only if one is
+    /// free now, **not** counted `permitted` (its partition counts it, and the snapshot
+    /// adds the partitions' counts to `permitted`: one atomic add less per call); or a
+    /// re-entrant one. Anything else is [`Fast::Slow`] with nothing done or counted: the
+    /// caller then takes the counted path. Out of line: see *Code shape* above.
+    #[inline(never)]
+    pub(super) fn admit_at_once_uncounted(&self) -> Fast {
+        let id = self.id();
+        if reentry::is_inside(id) {
+            self.counters.reentrant.fetch_add(1, Relaxed);
+            return Fast::Reentrant;
+        }
+        if self.rate.is_enabled() || self.try_take_fast().is_err() {
+            return Fast::Slow;
+        }
+        self.begin_held(id);
+        Fast::Admitted
+    }
+
+    /// A sync permit was taken on this thread: the re-entry mark, the call's telemetry and
+    /// its adaptive start.
+    #[inline(always)]
+    fn begin_held(&self, id: BulkheadId) {
+        reentry::enter(id).forget();
+        self.telemetry.begin_sync_call(id);
+        self.begin_adaptive_sync(id);
     }
 
     /// Past [`admit_fast`](Self::admit_fast) (a rate limit, or a possible wait), the thread

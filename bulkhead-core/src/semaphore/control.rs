@@ -166,6 +166,8 @@ impl SemaphoreBulkhead {
         // Counters first: a call admitted after this read but seen running below makes
         // `completed` one short for a moment, never one too many.
         let mut calls = shared.counters.counts();
+        // Calls of partitions admitted at once are counted there (`shares/partition.rs`).
+        calls.permitted += shared.shares.admitted_at_once();
         let (limit, state, waiting) = {
             let waiters = shared.waiters.lock();
             (

@@ -212,6 +212,20 @@ impl SemaphoreBulkhead {
         Ok(Permit::admitted(shared, held))
     }
 
+    /// For a call of a partition (`crate::shares`): a permit only if one is free now, not
+    /// counted `permitted` (the partition counts it), or a re-entrant one; `None` with
+    /// nothing done otherwise (take [`permit`](Self::permit) then).
+    #[inline(always)]
+    pub(crate) fn permit_at_once_uncounted(&self) -> Option<Permit<'_>> {
+        let shared = &*self.shared;
+        let held = match shared.admit_at_once_uncounted() {
+            Fast::Admitted => true,
+            Fast::Reentrant => false,
+            _ => return None,
+        };
+        Some(Permit::admitted(shared, held))
+    }
+
     /// Takes a permit, awaiting at most `max_wait` for one, on any executor.
     ///
     /// Dropping the future gives up its place in the queue, and passes on a permit that was

@@ -145,32 +145,52 @@ impl<'a> Admission<'a> {
         self
     }
 
-    /// Steps 1 and 2: the key's cap, then the partition's count; whether the call may wait.
-    /// `None` when the key holds its cap ([`key_limit`](Self::key_limit) builds the error).
+    /// Steps 1 and 2 into `holds`: the key's cap, then the partition's count; whether the
+    /// call may wait. `None` when the key holds its cap ([`key_limit`](Self::key_limit)
+    /// builds the error).
     #[inline(always)]
-    fn enter(&self) -> Option<(Holds<'a>, bool)> {
-        let layers = self.bulkhead.shares();
-        let mut holds = Holds::default();
+    fn enter(&self, holds: &mut Holds<'a>) -> Option<bool> {
+        self.enter_key(holds)?;
+        Some(self.enter_partition(holds))
+    }
+
+    /// Step 1 into `holds`: the key's cap. `None` when the key holds its cap.
+    #[inline(always)]
+    fn enter_key(&self, holds: &mut Holds<'a>) -> Option<()> {
         // A call already inside this bulkhead (a nested call) runs inline on the permit
         // it holds: it is not refused for its key, nor counted under it.
         if let Some(id) = self.key
-            && let Some(table) = layers.per_key()
+            && let Some(table) = self.bulkhead.shares().per_key()
             && !self.bulkhead.entered_here()
         {
             holds.key = Some((table, table.enter(id)?));
         }
-        let may_wait = match layers.partitions() {
-            None => true,
-            Some(table) => match self.partition.and_then(|i| Some((i, table.get(i)?))) {
-                Some((index, partition)) => {
-                    holds.partition = Some((index, partition));
-                    partition.enter(self.bulkhead.limit())
-                }
-                // A call that names no partition only borrows.
-                None => false,
-            },
-        };
-        Some((holds, may_wait))
+        Some(())
+    }
+
+    /// The partition the call names, if the bulkhead has it.
+    #[inline(always)]
+    fn partition_state(&self) -> Option<(usize, &'a PartitionState)> {
+        let index = self.partition?;
+        Some((index, self.bulkhead.shares().partitions()?.get(index)?))
+    }
+
+    /// Step 2 before the permit: the partition's count (not for a nested call, which
+    /// holds no permit of its own); whether the call may wait.
+    #[inline(always)]
+    fn enter_partition(&self, holds: &mut Holds<'a>) -> bool {
+        if self.bulkhead.shares().partitions().is_none() {
+            return true;
+        }
+        match self.partition_state() {
+            Some(_) if self.bulkhead.entered_here() => true,
+            Some((index, partition)) => {
+                holds.partition = Some((index, partition));
+                partition.enter(self.bulkhead.limit())
+            }
+            // A call that names no partition only borrows.
+            None => false,
+        }
     }
 
     /// The refusal of a key at its cap, counted and reported (out of the hot path).
@@ -181,14 +201,15 @@ impl<'a> Admission<'a> {
         self.bulkhead.refuse(BulkheadError::KeyLimit { name })
     }
 
-    /// Step 3's outcome: counts it and keeps (or takes back) the holds.
+    /// Step 3's outcome: counts it, and takes back the holds of a re-entrant permit (a
+    /// refusal's go back when the caller drops them).
     #[inline(always)]
     fn settle<P>(
-        mut holds: Holds<'a>,
+        holds: &mut Holds<'a>,
         borrowed: bool,
         permit: Result<P, BulkheadError>,
         reentrant: impl FnOnce(&P) -> bool,
-    ) -> Result<(P, Holds<'a>), BulkheadError> {
+    ) -> Result<P, BulkheadError> {
         match permit {
             Ok(permit) => {
                 if let (true, Some((_, partition))) = (borrowed, holds.partition) {
@@ -197,7 +218,7 @@ impl<'a> Admission<'a> {
                 if reentrant(&permit) {
                     holds.release();
                 }
-                Ok((permit, holds))
+                Ok(permit)
             }
             Err(err) => {
                 if let Some((_, partition)) = holds.partition {
@@ -236,12 +257,60 @@ impl<'a> Admission<'a> {
     /// lets the call wait; a call beyond its share borrows (counted as borrowed) either way.
     #[inline(always)]
     fn permit(&self, may_block: bool) -> Result<SharePermit<'a>, BulkheadError> {
-        let Some((holds, may_wait)) = self.enter() else {
-            return Err(self.key_limit());
-        };
-        let permit = self.bulkhead.permit(may_block && may_wait);
-        let (permit, holds) = Self::settle(holds, !may_wait, permit, Permit::is_reentrant)?;
+        let mut holds = Holds::default();
+        let permit = self.permit_into(&mut holds, may_block)?;
         Ok(SharePermit::new(permit, holds))
+    }
+
+    /// [`permit`](Self::permit), its counts kept in `holds` (in place: the caller's frame,
+    /// so nothing is moved between the steps). A call of a partition first takes a permit
+    /// that is free at once, counted by its partition alone (`partition.rs`, invariant 5);
+    /// only without one is it counted in before its permit, to decide whether it may wait.
+    #[inline(always)]
+    fn permit_into(
+        &self,
+        holds: &mut Holds<'a>,
+        may_block: bool,
+    ) -> Result<Permit<'a>, BulkheadError> {
+        if self.enter_key(holds).is_none() {
+            return Err(self.key_limit());
+        }
+        if let Some((index, partition)) = self.partition_state() {
+            let Some(permit) = self.bulkhead.permit_at_once_uncounted() else {
+                return self.counted_permit_slow(holds, may_block);
+            };
+            // A re-entrant permit holds nothing: its call is not counted.
+            if !permit.is_reentrant() {
+                partition.admit(self.bulkhead.limit());
+                holds.partition = Some((index, partition));
+            }
+            return Ok(permit);
+        }
+        self.counted_permit(holds, may_block)
+    }
+
+    /// A call of a partition that found no free permit (out of line: it may wait).
+    #[cold]
+    #[inline(never)]
+    fn counted_permit_slow(
+        &self,
+        holds: &mut Holds<'a>,
+        may_block: bool,
+    ) -> Result<Permit<'a>, BulkheadError> {
+        self.counted_permit(holds, may_block)
+    }
+
+    /// Step 2 counted before the permit, then step 3: the bulkhead's permit, waiting if
+    /// `may_block` and the partition's share lets the call wait.
+    #[inline(always)]
+    fn counted_permit(
+        &self,
+        holds: &mut Holds<'a>,
+        may_block: bool,
+    ) -> Result<Permit<'a>, BulkheadError> {
+        let may_wait = self.enter_partition(holds);
+        let permit = self.bulkhead.permit(may_block && may_wait);
+        Self::settle(holds, !may_wait, permit, Permit::is_reentrant)
     }
 
     /// [`acquire`](Self::acquire) for async callers, on any executor. Dropping the future
@@ -251,7 +320,8 @@ impl<'a> Admission<'a> {
     ///
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_async(self) -> Result<AsyncSharePermit<'a>, BulkheadError> {
-        let Some((holds, may_wait)) = self.enter() else {
+        let mut holds = Holds::default();
+        let Some(may_wait) = self.enter(&mut holds) else {
             return Err(self.key_limit());
         };
         let permit = if may_wait {
@@ -259,7 +329,7 @@ impl<'a> Admission<'a> {
         } else {
             self.bulkhead.try_acquire_async().await
         };
-        let (permit, holds) = Self::settle(holds, !may_wait, permit, AsyncPermit::is_reentrant)?;
+        let permit = Self::settle(&mut holds, !may_wait, permit, AsyncPermit::is_reentrant)?;
         Ok(AsyncSharePermit::new(permit, holds, self.bulkhead))
     }
 
@@ -291,15 +361,8 @@ impl<'a> Admission<'a> {
     /// The refusal, as [`acquire`](Self::acquire); `body` did not run.
     #[inline]
     pub fn call<R>(&self, body: impl FnOnce() -> R) -> Result<R, BulkheadError> {
-        let Some((holds, may_wait)) = self.enter() else {
-            return Err(self.key_limit());
-        };
-        let (permit, holds) = Self::settle(
-            holds,
-            !may_wait,
-            self.bulkhead.permit(may_wait),
-            Permit::is_reentrant,
-        )?;
+        let mut holds = Holds::default();
+        let permit = self.permit_into(&mut holds, true)?;
         let result = body();
         drop(permit);
         drop(holds);

@@ -125,6 +125,13 @@ impl Layers {
         }
     }
 
+    /// The calls admitted through partitions that the bulkhead's `permitted` does not
+    /// count (`partition.rs`, invariant 5).
+    pub(crate) fn admitted_at_once(&self) -> u64 {
+        self.partitions()
+            .map_or(0, PartitionTable::admitted_at_once)
+    }
+
     pub(crate) fn partition_snapshots(&self, limit: u32) -> Vec<PartitionSnapshot> {
         self.partitions()
             .map(|table| table.snapshot(limit))

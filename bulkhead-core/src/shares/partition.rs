@@ -2,10 +2,18 @@
 //! batch: 0.2 }`), decided in front of the bulkhead's own admission.
 //!
 //! Each partition counts its calls *in flight* (holding a permit or waiting for one) as
-//! two monotonic counters, `entered` and `left`, on one cache line: a call loads `left`,
-//! then counts itself in with one `fetch_add` on `entered`; the difference decides its
-//! path, and the call's end is one `fetch_add` on `left`. (Two read-modify-writes per call,
-//! and `entered` doubles as the admitted total, so admission counts nothing else.)
+//! three monotonic counters on one cache line: `admitted` (calls that found a free permit
+//! and took it before being counted), `entered` (calls counted in *before* their permit:
+//! those that found none, async calls, a pool's calls) and `left`; in flight is
+//! `admitted + entered - left`. A sync call first tries for a free permit without counting
+//! it `permitted`; if it gets one, one `fetch_add` on `admitted` counts it both in flight
+//! and admitted (the bulkhead's snapshot adds `admitted` to its `permitted`), and whether
+//! it borrowed. Otherwise it loads `left` and `admitted`, counts itself in with one
+//! `fetch_add` on `entered`, and the difference decides its path (wait or borrow). A
+//! call's end is one `fetch_add` on `left`. So an uncontended partitioned call costs two
+//! read-modify-writes beyond the plain call's, one of which replaces the plain call's
+//! `permitted` add. The counters are `u64`: at a billion calls a second they wrap after
+//! some 580 years, so none is expected to.
 //!
 //! # Invariants
 //!
@@ -13,17 +21,26 @@
 //!    bulkhead's own permits, taken by its compare-and-swap. Nothing here reads an
 //!    in-flight total and then acts on it, the check-then-act race by which partitioned
 //!    limiters have let partitions together exceed their global limit.
-//! 2. At most `guaranteed` calls of a partition take the waiting path at a time. A call
-//!    reads `left` *before* its `fetch_add` on `entered`, so every end it sees is of a call
-//!    counted in before it: `entered before it − left seen` is never below the calls
-//!    in flight ahead of it, and the `fetch_add` hands out distinct previous values. An
-//!    old `left` only makes a call borrow when it could have waited, never the reverse.
+//! 2. At most `guaranteed` calls of a partition take the waiting path at a time. Only a
+//!    call counted under `entered` may wait, and it reads `left` *before* `admitted` and
+//!    its `fetch_add` on `entered`, so every end it sees is of a call it counts (in
+//!    `admitted`, or in `entered` before it): `admitted seen + entered before it − left
+//!    seen` is never below the calls in flight ahead of it that may wait, and the
+//!    `fetch_add` hands out distinct previous values. An old `left` only makes a call
+//!    borrow when it could have waited, never the reverse. (A call that found a free
+//!    permit never waits; until its `fetch_add` on `admitted` others may count it out,
+//!    which can only let them wait within the guarantee, as if it had come after them.)
 //! 3. Only calls below their guarantee wait. The bulkhead is fair (validation requires it
 //!    with partitions): while anyone waits, newcomers find no free permit, and a released
 //!    permit — borrowed or not — goes to the longest waiter. Borrowed capacity is thus
 //!    given back at the borrower's next release.
 //! 4. A call's count is taken back exactly once: when it is refused, when its permit is
-//!    re-entrant (it holds nothing), or when its permit drops.
+//!    re-entrant (it holds nothing), or when its permit drops. A call already inside the
+//!    bulkhead on its thread is not counted at all.
+//! 5. `admitted` counts an admitted call the bulkhead's `permitted` does not: exactly the
+//!    calls admitted at once through [`PartitionState::admit`], each once, after its
+//!    permit was taken (as `permitted` is counted), so the bulkhead's snapshot stays exact
+//!    and never runs backwards.
 //!
 //! The names are fixed when the partitions are first set; their shares may change live.
 
@@ -46,15 +63,18 @@ pub(crate) struct PartitionState {
     name: Box<str>,
     /// The share, as `f64` bits, finite and within 0..=1 (changed live by a reload).
     share: AtomicU64,
-    /// Calls in flight: `entered - left` (see the module docs).
+    /// Calls in flight: `admitted + entered - left` (see the module docs).
     counts: CachePadded<Counts>,
     borrowed: AtomicU64,
     refused: AtomicU64,
 }
 
-/// A partition's two monotonic call counters, on one cache line.
+/// A partition's three monotonic call counters, on one cache line.
 struct Counts {
-    /// Calls counted in (admitted or refused by the bulkhead; re-entrant ones too).
+    /// Calls admitted at once (a free permit), counted after taking it; the bulkhead's
+    /// `permitted` does not count them (invariant 5).
+    admitted: AtomicU64,
+    /// Calls counted in before their permit (then admitted or refused by the bulkhead).
     entered: AtomicU64,
     /// Calls whose count was taken back (invariant 4).
     left: AtomicU64,
@@ -110,6 +130,7 @@ impl PartitionTable {
                     name: name.as_str().into(),
                     share: AtomicU64::new(sane(*share).to_bits()),
                     counts: CachePadded::new(Counts {
+                        admitted: AtomicU64::new(0),
                         entered: AtomicU64::new(0),
                         left: AtomicU64::new(0),
                     }),
@@ -139,6 +160,15 @@ impl PartitionTable {
         } else {
             self.index_of(name)
         }
+    }
+
+    /// The calls its partitions admitted at once, which the bulkhead's `permitted` does
+    /// not count (invariant 5).
+    pub(crate) fn admitted_at_once(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(PartitionState::admitted_at_once)
+            .sum()
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -172,16 +202,17 @@ impl PartitionTable {
             .iter()
             .map(|p| {
                 let share = f64::from_bits(p.share.load(Relaxed));
-                // `left` first: it never passes the `entered` read after it.
+                // `left` first: it never passes the counts read after it.
                 let refused = p.refused.load(Relaxed);
                 let left = p.counts.left.load(AcquireOrd);
-                let entered = p.counts.entered.load(AcquireOrd);
+                let counted =
+                    p.counts.admitted.load(AcquireOrd) + p.counts.entered.load(AcquireOrd);
                 PartitionSnapshot {
                     name: p.name.to_string(),
                     share,
                     guaranteed: guaranteed_slots(share, limit),
-                    in_flight: u32::try_from(entered.saturating_sub(left)).unwrap_or(u32::MAX),
-                    admitted: entered.saturating_sub(refused),
+                    in_flight: u32::try_from(counted.saturating_sub(left)).unwrap_or(u32::MAX),
+                    admitted: counted.saturating_sub(refused),
                     borrowed: p.borrowed.load(Relaxed),
                     refused,
                 }
@@ -201,17 +232,41 @@ fn sane(share: f64) -> f64 {
 }
 
 impl PartitionState {
-    /// Counts a call in under `limit`; `true` when it is within the guarantee (it may
-    /// wait), `false` when it borrows (invariant 2).
+    /// The permits it is guaranteed under `limit`.
     #[inline]
-    pub(crate) fn enter(&self, limit: u32) -> bool {
+    fn guaranteed(&self, limit: u32) -> u64 {
         let share = f64::from_bits(self.share.load(Relaxed));
         // `sane` shares: the product is within 0..=limit and truncation is `floor`,
         // as `guaranteed_slots` computes it for the snapshot.
-        let guaranteed = (share * f64::from(limit)) as u32;
+        u64::from((share * f64::from(limit)) as u32)
+    }
+
+    /// Counts a call in under `limit` before it takes a permit; `true` when it is within
+    /// the guarantee (it may wait), `false` when it borrows (invariant 2).
+    #[inline]
+    pub(crate) fn enter(&self, limit: u32) -> bool {
         let left = self.counts.left.load(AcquireOrd);
+        let admitted = self.counts.admitted.load(AcquireOrd);
         let ahead = self.counts.entered.fetch_add(1, AcqRel);
-        ahead.saturating_sub(left) < u64::from(guaranteed)
+        (ahead + admitted).saturating_sub(left) < self.guaranteed(limit)
+    }
+
+    /// Counts in (and as admitted: invariant 5) a call that has just taken a free permit
+    /// under `limit`, and as borrowed when the partition was at or above its guarantee.
+    #[inline]
+    pub(crate) fn admit(&self, limit: u32) {
+        let left = self.counts.left.load(AcquireOrd);
+        let entered = self.counts.entered.load(AcquireOrd);
+        let ahead = self.counts.admitted.fetch_add(1, AcqRel);
+        if (ahead + entered).saturating_sub(left) >= self.guaranteed(limit) {
+            self.borrowed();
+        }
+    }
+
+    /// The calls it admitted at once (invariant 5), for the bulkhead's `permitted`.
+    #[inline]
+    fn admitted_at_once(&self) -> u64 {
+        self.counts.admitted.load(Relaxed)
     }
 
     /// Takes a call's count back (invariant 4).
