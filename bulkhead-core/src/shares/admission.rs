@@ -80,14 +80,14 @@ impl Counted {
 /// What one admission counted, with references to where, released when dropped.
 #[derive(Default)]
 pub(super) struct Holds<'a> {
-    partition: Option<(usize, &'a PartitionState)>,
+    partition: Option<&'a PartitionState>,
     key: Option<(&'a KeyTable, KeyHold)>,
 }
 
 impl Holds<'_> {
     #[inline]
     fn release(&mut self) {
-        if let Some((_, partition)) = self.partition.take() {
+        if let Some(partition) = self.partition.take() {
             partition.leave();
         }
         if let Some((table, hold)) = self.key.take() {
@@ -98,7 +98,7 @@ impl Holds<'_> {
     /// The counts, to travel with an owned permit; this `Holds` releases nothing more.
     fn into_counted(mut self) -> Counted {
         Counted {
-            partition: self.partition.take().map(|(index, _)| index),
+            partition: self.partition.take().map(PartitionState::index),
             key: self.key.take().map(|(_, hold)| hold),
         }
     }
@@ -107,7 +107,7 @@ impl Holds<'_> {
 impl fmt::Debug for Holds<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Holds")
-            .field("partition", &self.partition.map(|(index, _)| index))
+            .field("partition", &self.partition.map(PartitionState::index))
             .field("key", &self.key.map(|(_, hold)| hold))
             .finish()
     }
@@ -170,9 +170,8 @@ impl<'a> Admission<'a> {
 
     /// The partition the call names, if the bulkhead has it.
     #[inline(always)]
-    fn partition_state(&self) -> Option<(usize, &'a PartitionState)> {
-        let index = self.partition?;
-        Some((index, self.bulkhead.shares().partitions()?.get(index)?))
+    fn partition_state(&self) -> Option<&'a PartitionState> {
+        self.bulkhead.shares().partitions()?.get(self.partition?)
     }
 
     /// Step 2 before the permit: the partition's count (not for a nested call, which
@@ -184,8 +183,8 @@ impl<'a> Admission<'a> {
         }
         match self.partition_state() {
             Some(_) if self.bulkhead.entered_here() => true,
-            Some((index, partition)) => {
-                holds.partition = Some((index, partition));
+            Some(partition) => {
+                holds.partition = Some(partition);
                 partition.enter(self.bulkhead.limit())
             }
             // A call that names no partition only borrows.
@@ -212,7 +211,7 @@ impl<'a> Admission<'a> {
     ) -> Result<P, BulkheadError> {
         match permit {
             Ok(permit) => {
-                if let (true, Some((_, partition))) = (borrowed, holds.partition) {
+                if let (true, Some(partition)) = (borrowed, holds.partition) {
                     partition.borrowed();
                 }
                 if reentrant(&permit) {
@@ -221,7 +220,7 @@ impl<'a> Admission<'a> {
                 Ok(permit)
             }
             Err(err) => {
-                if let Some((_, partition)) = holds.partition {
+                if let Some(partition) = holds.partition {
                     partition.refused();
                 }
                 Err(err)
@@ -275,14 +274,14 @@ impl<'a> Admission<'a> {
         if self.enter_key(holds).is_none() {
             return Err(self.key_limit());
         }
-        if let Some((index, partition)) = self.partition_state() {
+        if let Some(partition) = self.partition_state() {
             let Some(permit) = self.bulkhead.permit_at_once_uncounted() else {
                 return self.counted_permit_slow(holds, may_block);
             };
             // A re-entrant permit holds nothing: its call is not counted.
             if !permit.is_reentrant() {
                 partition.admit(self.bulkhead.limit());
-                holds.partition = Some((index, partition));
+                holds.partition = Some(partition);
             }
             return Ok(permit);
         }

@@ -60,6 +60,8 @@ pub(crate) struct PartitionTable {
 
 /// One partition's share and counters.
 pub(crate) struct PartitionState {
+    /// Its place in the table (what an owned permit keeps: `Counted`).
+    index: usize,
     name: Box<str>,
     /// The share, as `f64` bits, finite and within 0..=1 (changed live by a reload).
     share: AtomicU64,
@@ -126,7 +128,9 @@ impl PartitionTable {
             partitions: partitions
                 .shares
                 .iter()
-                .map(|(name, share)| PartitionState {
+                .enumerate()
+                .map(|(index, (name, share))| PartitionState {
+                    index,
                     name: name.as_str().into(),
                     share: AtomicU64::new(sane(*share).to_bits()),
                     counts: CachePadded::new(Counts {
@@ -232,6 +236,12 @@ fn sane(share: f64) -> f64 {
 }
 
 impl PartitionState {
+    /// Its place in the table.
+    #[inline]
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
     /// The permits it is guaranteed under `limit`.
     #[inline]
     fn guaranteed(&self, limit: u32) -> u64 {
