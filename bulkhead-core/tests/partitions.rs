@@ -233,3 +233,30 @@ fn threads_racing_two_partitions_never_exceed_the_limit() {
         assert_eq!(bulkhead.available(), 4);
     }
 }
+
+#[test]
+fn sync_calls_are_counted_by_their_partition_once_and_nested_ones_not_at_all() {
+    let (bulkhead, live, batch) = search();
+    // batch (2 guaranteed) holds its share (async permits: the thread is not marked).
+    let (first, second) = (hold(&batch), hold(&batch));
+    let nested = live
+        .call(|| {
+            // Inside the bulkhead on this thread: re-entrant, not counted by `batch`.
+            let inner = batch.call(|| 7).unwrap();
+            (inner, live.snapshot().unwrap().in_flight)
+        })
+        .unwrap();
+    assert_eq!(nested, (7, 1), "the nested call was not counted in flight");
+    // A sync call that finds a free permit takes it, counted borrowed beyond the share.
+    let third = batch.acquire().unwrap();
+    drop(third);
+    drop((first, second));
+    let s = bulkhead.snapshot();
+    assert_eq!(s.calls.permitted, 4, "each admitted call once: {s:?}");
+    assert_eq!(s.calls.reentrant, 1);
+    assert_eq!(s.calls.completed, 4);
+    let by_name = |name: &str| s.partitions.iter().find(|p| p.name == name).unwrap();
+    let (live, batch) = (by_name("live"), by_name("batch"));
+    assert_eq!((live.admitted, live.borrowed, live.in_flight), (1, 0, 0));
+    assert_eq!((batch.admitted, batch.borrowed, batch.in_flight), (3, 1, 0));
+}

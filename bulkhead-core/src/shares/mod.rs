@@ -14,6 +14,10 @@
 //! 3. **Permit**: the bulkhead's `acquire` (may wait `max_wait`) or `try_acquire`
 //!    (never waits). The bulkhead's limit is never exceeded: only its permits admit.
 //!
+//! A sync call of a partition takes steps 2 and 3 the other way round when a permit is
+//! free at once: it takes the permit first (either path would), then its partition counts
+//! it, in place of the bulkhead's `permitted` (one atomic add less per call).
+//!
 //! A refusal at any step takes back what earlier steps counted; an admitted call's
 //! counts go back when its permit drops (the permit is returned first). A re-entrant call
 //! (already inside this bulkhead on this thread) holds no permit and keeps no count.

@@ -112,7 +112,8 @@ pub struct PartitionSnapshot {
     pub in_flight: u32,
     /// Its calls admitted so far: every call counted in and not refused, so a call still
     /// waiting for a permit (below its guarantee, within `max_wait`) is included until it
-    /// is refused. (Derived from the in-flight counters: admission counts nothing more.)
+    /// is refused; a call already inside the bulkhead on its thread is not counted.
+    /// (Derived from the in-flight counters: admission counts nothing more.)
     pub admitted: u64,
     /// Of those, the calls admitted while the partition was at or above its guarantee
     /// (capacity borrowed from the others or from the unshared remainder).
