@@ -286,7 +286,11 @@ fn a_reload_changes_a_pools_partition_shares_live() {
     for (future, n) in futures.into_iter().zip(1..) {
         assert_eq!(block_on(future), Ok(n));
     }
-    // Back to the declared shares.
+    // A resize moves every guarantee: 1 thread + 7 queued = 8 slots, a quarter is 2.
+    deploy("bulkheads:\n  pool-reload: { queue_capacity: 7 }\n").unwrap();
+    assert_eq!(partition("pool-reload", "batch").0, 2);
+    assert_eq!(partition("pool-reload", "live").0, 6);
+    // Back to the declared sizes and shares.
     deploy("bulkheads: {}\n").unwrap();
     assert_eq!(partition("pool-reload", "batch").0, 1);
 }
