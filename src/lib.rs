@@ -245,6 +245,7 @@ pub use watch::{Watch, WatchError, WatchGuard, watch};
 
 /// The config types, YAML parsing with positions, validation and deploy layering
 /// ([`config::Layers`]: embedded defaults < deploy files < `BULKHEAD_…` environment variables).
+#[doc(inline)]
 pub use bulkhead_config as config;
 pub use bulkhead_config::Config;
 /// Adaptive limits: a bulkhead declared with `adaptive: { algorithm: vegas | gradient2 |

@@ -18,7 +18,7 @@ use crate::Duration;
 /// which stays the hard bound: threads and queue never exceed what is declared.
 ///
 /// ```
-/// use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig};
+/// use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig};
 /// let adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2);
 /// assert_eq!(adaptive.max_limit(200), 200);
 /// assert_eq!(adaptive.initial_limit(200), 20);

@@ -132,7 +132,7 @@ impl BulkheadConfig {
     /// of a pool, the calls it admits, running plus queued (`max_threads + queue_capacity`).
     ///
     /// ```
-    /// use bulkhead_config_types::{BulkheadConfig, ThreadPoolConfig};
+    /// use bulkhead::config::{BulkheadConfig, ThreadPoolConfig};
     /// let pool = ThreadPoolConfig { core_threads: 2, max_threads: 2, queue_capacity: 8, ..Default::default() };
     /// assert_eq!(BulkheadConfig::thread_pool(pool).shared_limit(), 10);
     /// ```

@@ -10,7 +10,7 @@ use std::str::FromStr;
 /// `ns`, `us`, `ms`, `s`, `m` or `h` (`"250ms"`, `"1.5s"`, `"2m"`).
 ///
 /// ```
-/// use bulkhead_config_types::Duration;
+/// use bulkhead::config::Duration;
 /// let d: Duration = "1.5s".parse().unwrap();
 /// assert_eq!(d.as_std(), std::time::Duration::from_millis(1500));
 /// assert_eq!(d.to_string(), "1500ms");

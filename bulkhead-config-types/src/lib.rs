@@ -7,7 +7,7 @@
 //! a YAML parser. Reading, checking and layering files is `bulkhead-config`'s job.
 //!
 //! ```
-//! use bulkhead_config_types::{BulkheadConfig, Kind, SemaphoreConfig};
+//! use bulkhead::config::{BulkheadConfig, Kind, SemaphoreConfig};
 //!
 //! let payment = BulkheadConfig::semaphore(SemaphoreConfig {
 //!     max_concurrent_calls: 10,

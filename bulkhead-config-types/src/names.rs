@@ -6,7 +6,7 @@
 /// `max_concurrent_calls` and `PDF_RANDER` finds `pdf-render`.
 ///
 /// ```
-/// use bulkhead_config_types::closest_name;
+/// use bulkhead::config::closest_name;
 /// assert_eq!(closest_name("pdf-rander", ["pdf-render", "payment"]), Some("pdf-render"));
 /// assert_eq!(closest_name("inventory", ["pdf-render", "payment"]), None);
 /// ```

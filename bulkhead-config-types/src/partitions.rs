@@ -48,7 +48,7 @@ impl Partitions {
     /// Partitions with the given shares.
     ///
     /// ```
-    /// use bulkhead_config_types::Partitions;
+    /// use bulkhead::config::Partitions;
     /// let p = Partitions::new([("live", 0.8), ("batch", 0.2)]);
     /// assert_eq!(p.guaranteed("batch", 10), Some(2));
     /// assert_eq!(p.guaranteed("live", 10), Some(8));
@@ -78,7 +78,7 @@ impl Partitions {
     /// and then trusts a partition's place among them.
     ///
     /// ```
-    /// use bulkhead_config_types::Partitions;
+    /// use bulkhead::config::Partitions;
     /// let a = Partitions::new([("live", 0.8), ("batch", 0.2)]);
     /// let b = Partitions::new([("batch", 0.5), ("live", 0.5)]);
     /// assert_eq!(a.fingerprint(), b.fingerprint(), "shares do not count");

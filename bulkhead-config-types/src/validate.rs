@@ -22,7 +22,7 @@ pub const MAX_KEYS: u32 = 1_000_000;
 /// One broken rule: the key it is about, inside the bulkhead, and what to do.
 ///
 /// ```
-/// use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig};
+/// use bulkhead::config::{BulkheadConfig, SemaphoreConfig};
 /// let zero = BulkheadConfig::semaphore(SemaphoreConfig { max_concurrent_calls: 0, ..Default::default() });
 /// let problems = zero.problems();
 /// assert_eq!(problems[0].key, ["max_concurrent_calls"]);
@@ -102,8 +102,8 @@ fn escape_controls(text: &str) -> String {
 /// thread names, metric labels and `BULKHEAD_…` variable names, so nothing else is safe.
 ///
 /// ```
-/// assert!(bulkhead_config_types::validate_name("product-detail").is_ok());
-/// let err = bulkhead_config_types::validate_name("../etc/passwd").unwrap_err();
+/// assert!(bulkhead::config::validate_name("product-detail").is_ok());
+/// let err = bulkhead::config::validate_name("../etc/passwd").unwrap_err();
 /// assert!(err.message.contains("is not a valid name"));
 /// ```
 ///
@@ -139,7 +139,7 @@ impl BulkheadConfig {
     /// checked by the same rules, with the same messages.
     ///
     /// ```
-    /// use bulkhead_config_types::{BulkheadConfig, ThreadPoolConfig};
+    /// use bulkhead::config::{BulkheadConfig, ThreadPoolConfig};
     /// let pool = BulkheadConfig::thread_pool(ThreadPoolConfig { core_threads: 8, max_threads: 4, ..Default::default() });
     /// let err = pool.validate("search").unwrap_err();
     /// assert_eq!(

@@ -14,7 +14,7 @@ use crate::{Config, Parsed};
 /// [`Parsed::check_against`] to have them placed in the files.
 ///
 /// ```
-/// use bulkhead_config::{check_against, parse_file};
+/// use bulkhead::config::{check_against, parse_file};
 /// let declared = parse_file("bulkheads.yaml", "bulkheads:\n  payment: { kind: thread-pool }\n").unwrap();
 /// let deploy = parse_file("prod.yaml", "bulkheads:\n  payment: { kind: semaphore }\n").unwrap();
 /// let problems = check_against(&declared.config, &deploy.config);

@@ -11,14 +11,14 @@
 //! - [`json_schema`] is the schema editors use; [`suggest`] sizes a pool from numbers.
 //!
 //! ```
-//! let parsed = bulkhead_config::parse_file("bulkheads.yaml", r#"
+//! let parsed = bulkhead::config::parse_file("bulkheads.yaml", r#"
 //! templates:
 //!   query: { kind: thread-pool, core_threads: 20, max_threads: 40, queue_capacity: 200 }
 //! bulkheads:
 //!   product-detail: { extends: query, max_queue_wait: 800ms }
 //! "#).unwrap();
 //! let pool = &parsed.config.bulkheads["product-detail"];
-//! assert_eq!(pool.kind(), bulkhead_config::Kind::ThreadPool);
+//! assert_eq!(pool.kind(), bulkhead::config::Kind::ThreadPool);
 //! ```
 //!
 //! [bulkhead]: https://docs.rs/bulkhead
@@ -108,7 +108,7 @@ impl Parsed {
 /// when a file within the limit is not UTF-8.
 ///
 /// ```
-/// let err = bulkhead_config::read_source("/nonexistent/bulkheads.yaml").unwrap_err();
+/// let err = bulkhead::config::read_source("/nonexistent/bulkheads.yaml").unwrap_err();
 /// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 /// ```
 pub fn read_source(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
@@ -133,7 +133,7 @@ pub fn read_source(path: impl AsRef<std::path::Path>) -> std::io::Result<String>
 /// too deep, too many nodes, or a syntax error, each placed in the file.
 ///
 /// ```
-/// let json = bulkhead_config::yaml_to_json("f.yaml", "bulkheads: { db: { kind: semaphore } }").unwrap();
+/// let json = bulkhead::config::yaml_to_json("f.yaml", "bulkheads: { db: { kind: semaphore } }").unwrap();
 /// assert_eq!(json["bulkheads"]["db"]["kind"], "semaphore");
 /// ```
 pub fn yaml_to_json(
@@ -155,7 +155,7 @@ pub fn yaml_to_json(
 /// at once and sorted by position.
 ///
 /// ```
-/// let err = bulkhead_config::parse_file("bulkheads.yaml", "bulkheads:\n  payment:\n    kind: semaphore\n    maxConcurrentCall: 10\n").unwrap_err();
+/// let err = bulkhead::config::parse_file("bulkheads.yaml", "bulkheads:\n  payment:\n    kind: semaphore\n    maxConcurrentCall: 10\n").unwrap_err();
 /// assert_eq!(
 ///     err.to_string(),
 ///     "bulkheads.yaml:4:5: error: bulkheads.payment.maxConcurrentCall: unknown key \

@@ -72,7 +72,7 @@ pub fn system_clock() -> Arc<dyn Clock> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use bulkhead_core::{Clock, ManualClock};
+/// use bulkhead::{Clock, ManualClock};
 /// let clock = ManualClock::new();
 /// let start = clock.now();
 /// clock.advance(Duration::from_millis(250));

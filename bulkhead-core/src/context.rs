@@ -32,9 +32,9 @@
 //!
 //! ```
 //! use std::cell::RefCell;
-//! use bulkhead_config_types::ThreadPoolConfig;
-//! use bulkhead_core::ThreadPoolBulkhead;
-//! use bulkhead_core::context::{ContextPropagator, register_propagator};
+//! use bulkhead::config::ThreadPoolConfig;
+//! use bulkhead::ThreadPoolBulkhead;
+//! use bulkhead::context::{ContextPropagator, register_propagator};
 //!
 //! thread_local!(static TENANT: RefCell<Option<String>> = const { RefCell::new(None) });
 //!
@@ -125,7 +125,7 @@ type Captured = Vec<CapturedValue>;
 /// values of the registered [`ContextPropagator`]s.
 ///
 /// ```
-/// use bulkhead_core::context::CapturedContext;
+/// use bulkhead::context::CapturedContext;
 /// let span = tracing::info_span!("request", trace_id = 7);
 /// let context = span.in_scope(CapturedContext::capture);
 /// std::thread::spawn(move || {

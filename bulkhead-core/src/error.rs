@@ -29,7 +29,7 @@ impl BulkheadName {
     /// Makes a name from a string that lives for the whole program; cloning it is a copy.
     ///
     /// ```
-    /// use bulkhead_core::BulkheadName;
+    /// use bulkhead::BulkheadName;
     /// const PAYMENT: BulkheadName = BulkheadName::from_static("payment");
     /// assert_eq!(PAYMENT, BulkheadName::new("payment"));
     /// ```
@@ -113,7 +113,7 @@ impl fmt::Debug for BulkheadName {
 /// ([`BulkheadError::CallTimeout`]: the body ran past the bulkhead's `timeout`).
 ///
 /// ```
-/// use bulkhead_core::{BulkheadError, BulkheadName};
+/// use bulkhead::{BulkheadError, BulkheadName};
 /// let err = BulkheadError::Full { name: BulkheadName::new("payment") };
 /// assert_eq!(err.name(), "payment");
 /// assert_eq!(

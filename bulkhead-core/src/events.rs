@@ -25,9 +25,9 @@
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //! use std::sync::Arc;
-//! use bulkhead_config_types::SemaphoreConfig;
-//! use bulkhead_core::SemaphoreBulkhead;
-//! use bulkhead_core::events::{self, EventKind};
+//! use bulkhead::config::SemaphoreConfig;
+//! use bulkhead::SemaphoreBulkhead;
+//! use bulkhead::events::{self, EventKind};
 //!
 //! let finished = Arc::new(AtomicU64::new(0));
 //! let seen = Arc::clone(&finished);
@@ -202,8 +202,8 @@ pub fn subscribe(listener: impl Listener) -> Subscription {
 /// it, the histogram only counts calls made while someone listened.
 ///
 /// ```
-/// use bulkhead_config_types::SemaphoreConfig;
-/// use bulkhead_core::{SemaphoreBulkhead, events};
+/// use bulkhead::config::SemaphoreConfig;
+/// use bulkhead::{SemaphoreBulkhead, events};
 ///
 /// let timing = events::time_calls();
 /// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default());

@@ -39,7 +39,7 @@
 //! | `bulkhead_config_reloads_total` | counter | `result` | config reloads, `ok` (applied) or `error` (refused, nothing applied) |
 //!
 //! ```
-//! use bulkhead_core::metric_families::{FAMILIES, MetricType};
+//! use bulkhead::metric_families::{FAMILIES, MetricType};
 //! let wait = FAMILIES.iter().find(|f| f.name == "bulkhead_wait_seconds").unwrap();
 //! assert_eq!(wait.metric_type, MetricType::Histogram);
 //! ```

@@ -14,7 +14,7 @@
 //! text exposition, and `histogram_quantile` works on them as on a native histogram.
 //!
 //! ```
-//! use bulkhead_core::{Registry, metrics_bridge};
+//! use bulkhead::{Registry, metrics_bridge};
 //! let registry = Registry::new();
 //! metrics_bridge::describe();
 //! metrics_bridge::publish_registry(&registry); // no recorder installed: a no-op

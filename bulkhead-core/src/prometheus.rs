@@ -14,8 +14,8 @@
 //! bulkhead.
 //!
 //! ```
-//! use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig};
-//! use bulkhead_core::{Registry, prometheus};
+//! use bulkhead::config::{BulkheadConfig, SemaphoreConfig};
+//! use bulkhead::{Registry, prometheus};
 //!
 //! let registry = Registry::new();
 //! registry.register("payment", &BulkheadConfig::semaphore(SemaphoreConfig::default())).unwrap();

@@ -73,8 +73,8 @@ pub enum RateAdmission {
 ///
 /// ```
 /// use std::{sync::Arc, time::Duration};
-/// use bulkhead_config_types::{Duration as ConfigDuration, RateLimitConfig};
-/// use bulkhead_core::{ManualClock, RateAdmission, RateLimiter, retry_after_header_secs};
+/// use bulkhead::config::{Duration as ConfigDuration, RateLimitConfig};
+/// use bulkhead::{ManualClock, RateAdmission, RateLimiter, retry_after_header_secs};
 ///
 /// let clock = ManualClock::new();
 /// let config = RateLimitConfig::per_process(2, ConfigDuration::from_secs(1));
@@ -475,7 +475,7 @@ impl fmt::Debug for RateLimiter {
 ///
 /// ```
 /// use std::time::Duration;
-/// use bulkhead_core::retry_after_header_secs;
+/// use bulkhead::retry_after_header_secs;
 /// assert_eq!(retry_after_header_secs(Duration::from_millis(1)), 1);
 /// assert_eq!(retry_after_header_secs(Duration::from_secs(2)), 2);
 /// assert_eq!(retry_after_header_secs(Duration::from_millis(2001)), 3);

@@ -11,8 +11,8 @@
 //!   last one's `le_seconds` `null` (`+Inf`); quantiles `null` when nothing was recorded.
 //!
 //! ```
-//! use bulkhead_config_types::SemaphoreConfig;
-//! use bulkhead_core::SemaphoreBulkhead;
+//! use bulkhead::config::SemaphoreConfig;
+//! use bulkhead::SemaphoreBulkhead;
 //!
 //! let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default());
 //! search.call(|| ()).unwrap();

@@ -61,7 +61,7 @@ fn merge(mut base: Dict, over: Dict) -> Dict {
 ///
 /// ```
 /// assert_eq!(
-///     bulkhead_config::env_var_name("product-detail", &["on_full", "wait"]),
+///     bulkhead::config::env_var_name("product-detail", &["on_full", "wait"]),
 ///     "BULKHEAD_PRODUCT_DETAIL__ON_FULL__WAIT"
 /// );
 /// ```

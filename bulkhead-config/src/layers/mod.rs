@@ -49,14 +49,14 @@ use env::ENV_LAYER;
 /// A stack of config layers, lowest first.
 ///
 /// ```
-/// use bulkhead_config::Layers;
+/// use bulkhead::config::Layers;
 /// let config = Layers::new("bulkheads.yaml", "bulkheads:\n  product-detail: { kind: thread-pool, max_threads: 40 }\n")
 ///     .yaml("deploy/prod.yaml", "bulkheads:\n  product-detail: { queue_capacity: 300 }\n")
 ///     .unwrap()
 ///     .env_vars([("BULKHEAD_PRODUCT_DETAIL__MAX_THREADS".to_owned(), "60".to_owned())])
 ///     .extract()
 ///     .unwrap();
-/// let bulkhead_config::Limits::ThreadPool(pool) = &config.bulkheads["product-detail"].limits else { panic!() };
+/// let bulkhead::config::Limits::ThreadPool(pool) = &config.bulkheads["product-detail"].limits else { panic!() };
 /// assert_eq!((pool.max_threads, pool.queue_capacity), (60, 300));
 /// ```
 #[must_use = "layers do nothing until they are resolved or extracted"]
@@ -160,7 +160,7 @@ impl Layers {
     /// compiled, so a deploy sizes a declared bulkhead by its name.
     ///
     /// ```
-    /// use bulkhead_config::{BulkheadConfig, Config, Layers, Limits, ThreadPoolConfig};
+    /// use bulkhead::config::{BulkheadConfig, Config, Layers, Limits, ThreadPoolConfig};
     ///
     /// let mut declared = Config::default();
     /// declared.bulkheads.insert("pdf-render".into(), BulkheadConfig::thread_pool(ThreadPoolConfig::default()));

@@ -142,9 +142,9 @@ fn spilled<R>(f: impl FnOnce(&mut Vec<Frame>) -> R) -> R {
 /// Returns false when no call of an adaptive bulkhead is running here (nothing to mark).
 ///
 /// ```
-/// use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
-/// use bulkhead_core::SemaphoreBulkhead;
-/// use bulkhead_core::adaptive::mark_overloaded;
+/// use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
+/// use bulkhead::SemaphoreBulkhead;
+/// use bulkhead::adaptive::mark_overloaded;
 ///
 /// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
 ///     .with_adaptive(Some(&AdaptiveConfig::new(AdaptiveAlgorithm::Aimd)));

@@ -87,8 +87,8 @@ struct Registered {
 /// [`Declarations`]:
 ///
 /// ```
-/// use bulkhead_config_types::{BulkheadConfig, Config, SemaphoreConfig};
-/// use bulkhead_core::Registry;
+/// use bulkhead::config::{BulkheadConfig, Config, SemaphoreConfig};
+/// use bulkhead::Registry;
 ///
 /// let registry = Registry::new();
 /// let limits = |n| BulkheadConfig::semaphore(SemaphoreConfig {

@@ -41,8 +41,8 @@ impl SemaphoreBulkhead {
     /// building: `SemaphoreBulkhead::new(..).with_rate_limit(config.rate_limit.as_ref())`.
     ///
     /// ```
-    /// use bulkhead_config_types::{Duration, RateLimitConfig, SemaphoreConfig};
-    /// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+    /// use bulkhead::config::{Duration, RateLimitConfig, SemaphoreConfig};
+    /// use bulkhead::{BulkheadError, SemaphoreBulkhead};
     ///
     /// let limit = RateLimitConfig::per_process(1, Duration::from_secs(60));
     /// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
@@ -93,8 +93,8 @@ impl SemaphoreBulkhead {
     /// ([`crate::adaptive`]).
     ///
     /// ```
-    /// use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
-    /// use bulkhead_core::SemaphoreBulkhead;
+    /// use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
+    /// use bulkhead::SemaphoreBulkhead;
     ///
     /// let config = SemaphoreConfig { max_concurrent_calls: 100, ..SemaphoreConfig::default() };
     /// let adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(2, 10, 50);

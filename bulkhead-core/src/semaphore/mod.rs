@@ -60,8 +60,8 @@ use state::{Waiters, available, clamp_u32, permits_to_state};
 /// Cloning is cheap and every clone is the same bulkhead.
 ///
 /// ```
-/// use bulkhead_config_types::SemaphoreConfig;
-/// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+/// use bulkhead::config::SemaphoreConfig;
+/// use bulkhead::{BulkheadError, SemaphoreBulkhead};
 ///
 /// let config = SemaphoreConfig { max_concurrent_calls: 1, ..SemaphoreConfig::default() };
 /// let payment = SemaphoreBulkhead::new("payment", &config);
@@ -232,13 +232,13 @@ impl SemaphoreBulkhead {
     /// already handed to it.
     ///
     /// ```
-    /// use bulkhead_config_types::SemaphoreConfig;
-    /// use bulkhead_core::SemaphoreBulkhead;
+    /// use bulkhead::config::SemaphoreConfig;
+    /// use bulkhead::SemaphoreBulkhead;
     ///
     /// let db = SemaphoreBulkhead::new("db", &SemaphoreConfig::default());
     /// let rows = futures_executor::block_on(async {
     ///     let permit = db.acquire_async().await?;
-    ///     Ok::<_, bulkhead_core::BulkheadError>(permit.run_async(async { 3 }).await)
+    ///     Ok::<_, bulkhead::BulkheadError>(permit.run_async(async { 3 }).await)
     /// });
     /// assert_eq!(rows, Ok(3));
     /// ```
@@ -306,8 +306,8 @@ impl SemaphoreBulkhead {
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use bulkhead_config_types::SemaphoreConfig;
-    /// use bulkhead_core::{BulkheadError, ManualClock, SemaphoreBulkhead};
+    /// use bulkhead::config::SemaphoreConfig;
+    /// use bulkhead::{BulkheadError, ManualClock, SemaphoreBulkhead};
     ///
     /// let clock = ManualClock::new();
     /// let search = SemaphoreBulkhead::with_clock("search", &SemaphoreConfig::default(), Arc::new(clock.clone()))

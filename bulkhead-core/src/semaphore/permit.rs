@@ -314,8 +314,8 @@ impl<F> fmt::Debug for RunAsync<'_, F> {
 /// runs inline instead of waiting for a second permit.
 ///
 /// ```
-/// use bulkhead_config_types::SemaphoreConfig;
-/// use bulkhead_core::SemaphoreBulkhead;
+/// use bulkhead::config::SemaphoreConfig;
+/// use bulkhead::SemaphoreBulkhead;
 ///
 /// let config = SemaphoreConfig { max_concurrent_calls: 1, ..SemaphoreConfig::default() };
 /// let uploads = SemaphoreBulkhead::new("uploads", &config);

@@ -23,8 +23,8 @@ use crate::semaphore::{AsyncPermit, OwnedPermit, Permit, SemaphoreBulkhead};
 /// [`Partition::admission`](super::Partition::admission), [`Partition::keyed`](super::Partition::keyed).
 ///
 /// ```
-/// use bulkhead_config_types::{PerKeyConfig, SemaphoreConfig};
-/// use bulkhead_core::{BulkheadError, SemaphoreBulkhead};
+/// use bulkhead::config::{PerKeyConfig, SemaphoreConfig};
+/// use bulkhead::{BulkheadError, SemaphoreBulkhead};
 ///
 /// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
 ///     .with_per_key(Some(&PerKeyConfig::new(1)));
@@ -230,6 +230,12 @@ impl<'a> Admission<'a> {
 
     /// Takes a permit without waiting, whatever the partition's share.
     ///
+    /// As [`SemaphoreBulkhead::try_acquire`], the permit marks this thread as inside the
+    /// bulkhead until it drops: a further `try_acquire` or `acquire` on the same thread
+    /// while it is held is **re-entrant** ([`SharePermit::is_reentrant`]) — it takes no
+    /// permit and is counted by neither its partition nor its key. To hold several calls
+    /// at once (a test, a batch), take each permit on its own thread.
+    ///
     /// # Errors
     ///
     /// [`BulkheadError::KeyLimit`] when the key holds its cap; otherwise what
@@ -241,6 +247,8 @@ impl<'a> Admission<'a> {
 
     /// Takes a permit, blocking at most `max_wait` when the partition is below its
     /// guarantee (or the bulkhead is not partitioned); a call that borrows never waits.
+    /// The permit marks this thread as inside the bulkhead, as
+    /// [`try_acquire`](Self::try_acquire) says.
     ///
     /// # Errors
     ///

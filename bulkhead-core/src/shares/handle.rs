@@ -17,8 +17,8 @@ use crate::semaphore::SemaphoreBulkhead;
 /// cheap to clone, and every clone admits through the same shares.
 ///
 /// ```
-/// use bulkhead_config_types::{Partitions, SemaphoreConfig};
-/// use bulkhead_core::SemaphoreBulkhead;
+/// use bulkhead::config::{Partitions, SemaphoreConfig};
+/// use bulkhead::SemaphoreBulkhead;
 ///
 /// let config = SemaphoreConfig { max_concurrent_calls: 10, ..SemaphoreConfig::default() };
 /// let search = SemaphoreBulkhead::new("search", &config)
@@ -74,7 +74,8 @@ impl Partition {
         self.admission().key(key)
     }
 
-    /// [`Admission::try_acquire`] for this partition.
+    /// [`Admission::try_acquire`] for this partition (a second permit on a thread that
+    /// holds one is re-entrant and counts nothing: see there).
     ///
     /// # Errors
     ///
@@ -134,7 +135,13 @@ impl fmt::Debug for Partition {
 
 /// Partitions and per-key caps on the semaphore bulkhead.
 impl SemaphoreBulkhead {
-    /// Divides the limit into `partitions` (see [`Partitions`] for the rules); for building.
+    /// Divides the limit into `partitions` (see docs/partitions.md in the repository, or
+    /// the crate docs' *Partitions and per-key shares*, for the rules); for building.
+    ///
+    /// Partitions need a fair semaphore (`fair: true`): only then does a permit freed by a
+    /// borrower go to a waiting call of a partition below its share. `bulkheads.yaml` and
+    /// [`Registry::register`](crate::Registry::register) refuse partitions on an unfair
+    /// semaphore; this builder does not check it.
     /// The names are fixed by the first non-empty set: a later one with other names is
     /// ignored here (use [`set_partitions`](Self::set_partitions) to see the refusal).
     #[must_use]

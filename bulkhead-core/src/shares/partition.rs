@@ -118,7 +118,9 @@ pub struct PartitionSnapshot {
     /// Of those, the calls admitted while the partition was at or above its guarantee
     /// (capacity borrowed from the others or from the unshared remainder).
     pub borrowed: u64,
-    /// Its calls refused so far, for any reason.
+    /// Its calls refused so far by the bulkhead or the partition (`Full`, `Timeout`,
+    /// `RateLimited`, `ShutDown`). A call refused for its key (`KeyLimit`) is refused
+    /// before its partition counts it: it is in the bulkhead's `refused.key_limit`.
     pub refused: u64,
 }
 

@@ -10,6 +10,10 @@ use crate::semaphore::{AsyncPermit, Permit, SemaphoreBulkhead};
 
 /// A permit taken through an [`Admission`](super::Admission): the bulkhead's [`Permit`] and the counts of
 /// its partition and key, all returned when it drops (the permit first).
+///
+/// While it is held, its thread is inside the bulkhead: another permit taken on the same
+/// thread is re-entrant ([`is_reentrant`](Self::is_reentrant)) and holds nothing — no
+/// permit, no partition or key count.
 #[must_use = "the call is admitted only while the permit is held"]
 pub struct SharePermit<'a> {
     permit: Permit<'a>,

@@ -31,8 +31,8 @@ use crate::{BulkheadError, Refused, ThreadPoolBulkhead, Timed};
 /// [`ThreadPoolBulkhead::unpartitioned`].
 ///
 /// ```
-/// use bulkhead_config_types::{Partitions, ThreadPoolConfig};
-/// use bulkhead_core::ThreadPoolBulkhead;
+/// use bulkhead::config::{Partitions, ThreadPoolConfig};
+/// use bulkhead::ThreadPoolBulkhead;
 ///
 /// let config = ThreadPoolConfig { core_threads: 2, max_threads: 2, queue_capacity: 8, ..Default::default() };
 /// // 10 calls admitted at most (2 running + 8 queued): `live` is guaranteed 8 of them.

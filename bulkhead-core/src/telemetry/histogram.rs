@@ -101,7 +101,7 @@ impl Histogram {
 /// and quantile estimates.
 ///
 /// ```
-/// use bulkhead_core::HistogramSnapshot;
+/// use bulkhead::HistogramSnapshot;
 /// let h = HistogramSnapshot::default();
 /// assert_eq!(h.count(), 0);
 /// assert_eq!(h.p99(), None);
@@ -149,7 +149,7 @@ impl HistogramSnapshot {
     /// `Duration::MAX` when that observation is above the last bound (10 s).
     ///
     /// ```
-    /// use bulkhead_core::HistogramSnapshot;
+    /// use bulkhead::HistogramSnapshot;
     /// // Read from a snapshot: `registry.snapshot()[0].wait_time.p99()`.
     /// assert_eq!(HistogramSnapshot::default().quantile(0.5), None);
     /// ```

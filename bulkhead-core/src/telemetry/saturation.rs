@@ -16,7 +16,7 @@ use bulkhead_config_types::SaturationThresholds;
 /// How close a bulkhead is to refusing calls. Ordered: `Ok < Warning < Critical`.
 ///
 /// ```
-/// use bulkhead_core::SaturationLevel;
+/// use bulkhead::SaturationLevel;
 /// assert!(SaturationLevel::Ok < SaturationLevel::Critical);
 /// assert_eq!(SaturationLevel::Warning.as_str(), "warning");
 /// ```

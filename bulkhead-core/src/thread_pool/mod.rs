@@ -122,8 +122,8 @@ use crate::{BulkheadName, Refused};
 /// # Example
 ///
 /// ```
-/// use bulkhead_config_types::ThreadPoolConfig;
-/// use bulkhead_core::ThreadPoolBulkhead;
+/// use bulkhead::config::ThreadPoolConfig;
+/// use bulkhead::ThreadPoolBulkhead;
 ///
 /// let pool = ThreadPoolBulkhead::new("payment", &ThreadPoolConfig::default());
 /// let order = vec![3, 4];
@@ -207,8 +207,8 @@ impl ThreadPoolBulkhead {
     /// bulkhead (from one of its workers) runs inline on the current thread.
     ///
     /// ```
-    /// use bulkhead_config_types::{ThreadPoolConfig, OnFull};
-    /// use bulkhead_core::{BulkheadError, ThreadPoolBulkhead};
+    /// use bulkhead::config::{ThreadPoolConfig, OnFull};
+    /// use bulkhead::{BulkheadError, ThreadPoolBulkhead};
     ///
     /// let pool = ThreadPoolBulkhead::new("db", &ThreadPoolConfig::default());
     /// let greeting = String::from("hello");
@@ -254,8 +254,8 @@ impl ThreadPoolBulkhead {
     /// room on the pool's clock. Works on any executor.
     ///
     /// ```
-    /// use bulkhead_config_types::ThreadPoolConfig;
-    /// use bulkhead_core::ThreadPoolBulkhead;
+    /// use bulkhead::config::ThreadPoolConfig;
+    /// use bulkhead::ThreadPoolBulkhead;
     ///
     /// let pool = ThreadPoolBulkhead::new("recs", &ThreadPoolConfig::default());
     /// let out = futures_executor::block_on(pool.call_async(20, |n| async move { n + 1 }));
@@ -299,8 +299,8 @@ impl ThreadPoolBulkhead {
     /// drains below its capacity. The thread name prefix is fixed at construction.
     ///
     /// ```
-    /// use bulkhead_config_types::ThreadPoolConfig;
-    /// use bulkhead_core::ThreadPoolBulkhead;
+    /// use bulkhead::config::ThreadPoolConfig;
+    /// use bulkhead::ThreadPoolBulkhead;
     ///
     /// let pool = ThreadPoolBulkhead::new("search", &ThreadPoolConfig::default());
     /// pool.resize(&ThreadPoolConfig {
@@ -324,8 +324,8 @@ impl ThreadPoolBulkhead {
     /// ([`crate::adaptive`]). Changes go through [`resize`](Self::resize)'s path.
     ///
     /// ```
-    /// use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig, ThreadPoolConfig};
-    /// use bulkhead_core::ThreadPoolBulkhead;
+    /// use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, ThreadPoolConfig};
+    /// use bulkhead::ThreadPoolBulkhead;
     ///
     /// let config = ThreadPoolConfig { core_threads: 2, max_threads: 16, ..ThreadPoolConfig::default() };
     /// let adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 4, 16);
