@@ -350,6 +350,13 @@ pub use bulkhead_core::{
 /// an annotated function calling itself, or calling another function of the same `impl`
 /// block or module annotated with the same bulkhead — the build fails instead.
 ///
+/// # Partitions and keys
+///
+/// `partition = "batch"` must name a partition the bulkhead declares (checked at compile
+/// time); `key = expr` (any `Hash` expression of the arguments) counts the call under that
+/// key, on either kind. `key =` compiles on a bulkhead without `per_key` and then limits
+/// nothing: a deploy may add `per_key` live, and the calls already carry their key.
+///
 /// # Adaptive limits
 ///
 /// A bulkhead declared with `adaptive: { algorithm: … }` sizes itself (see [`adaptive`]).

@@ -237,6 +237,33 @@ fn deploy(yaml: &str) -> Result<bulkhead::ReloadReport, DeployError> {
 }
 
 #[test]
+fn check_deploy_refuses_a_partition_rename_with_the_words_of_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prod.yaml");
+    let yaml = "bulkheads:\n  pool-shares: { partitions: { live: 0.3, bulk: 0.2 } }\n";
+    std::fs::write(&file, yaml).unwrap();
+    let check = bulkhead::check_deploy(&[&file], false);
+    assert!(check.has_errors());
+    // The registry's own refusal of the same names, for a config built in code.
+    let mut config = bulkhead::registry().config("pool-shares").unwrap();
+    config.partitions =
+        bulkhead::config::Partitions::new([("live", 0.3), ("batch", 0.5), ("bulk", 0.2)]);
+    let mut configs = bulkhead::Config::default();
+    configs.bulkheads.insert("pool-shares".to_owned(), config);
+    let refused = bulkhead::reload(&configs).unwrap_err();
+    let [ReloadProblem::PartitionsChanged { change, .. }] = refused.problems.as_slice() else {
+        panic!("{refused}");
+    };
+    let text = check.human();
+    assert!(
+        text.contains(&format!(
+            "prod.yaml:2:30: error: bulkheads.pool-shares.partitions: {change}"
+        )),
+        "{text}\n{change}"
+    );
+}
+
+#[test]
 fn a_reload_changes_a_pools_partition_shares_live() {
     let here = std::thread::current().id();
     let futures = while_held(
@@ -268,16 +295,31 @@ fn a_reload_changes_a_pools_partition_shares_live() {
             // Now within batch's share: the full pool runs it on its caller.
             assert_eq!(batch_where(), Ok(here));
 
-            // Names are fixed: a deploy that adds a partition is refused whole.
+            // Names are fixed: a deploy that adds a partition is refused whole, by its
+            // check (at the deploy's `partitions`)...
             let renamed = deploy(
                 "bulkheads:\n  pool-reload: { partitions: { live: 0.2, batch: 0.3, bulk: 0.1 } }\n",
             );
             assert!(
-                matches!(&renamed, Err(DeployError::Refused(e)) if matches!(
-                    e.problems.as_slice(),
-                    [ReloadProblem::PartitionsChanged { name, .. }] if name == "pool-reload"
+                matches!(&renamed, Err(DeployError::Invalid(d)) if d.to_string().contains(
+                    "deploy.yaml:2:30: error: bulkheads.pool-reload.partitions: the partitions \
+                     are named [\"batch\", \"live\"] and the new config names [\"batch\", \
+                     \"bulk\", \"live\"]"
                 )),
                 "{renamed:?}"
+            );
+            // ...and by the registry, for a config built in code.
+            let mut config = bulkhead::registry().config("pool-reload").unwrap();
+            config.partitions = bulkhead::config::Partitions::new([("live", 0.5), ("bulk", 0.5)]);
+            let mut configs = bulkhead::Config::default();
+            configs.bulkheads.insert("pool-reload".to_owned(), config);
+            let refused = bulkhead::reload(&configs).unwrap_err();
+            assert!(
+                matches!(
+                    refused.problems.as_slice(),
+                    [ReloadProblem::PartitionsChanged { name, .. }] if name == "pool-reload"
+                ),
+                "{refused}"
             );
             assert_eq!(partition("pool-reload", "batch").0, 3);
             queued

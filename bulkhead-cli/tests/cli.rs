@@ -121,6 +121,22 @@ fn check_against_refuses_a_kind_change_and_accepts_a_resize() {
 }
 
 #[test]
+fn check_against_refuses_a_deploy_that_renames_a_partition() {
+    let renamed = check_against("partition-renamed", &[]);
+    assert_eq!(renamed.status.code(), Some(1), "{}", stdout(&renamed));
+    let out = stdout(&renamed);
+    assert!(
+        out.contains(
+            "deploy.yaml:5:25: error: bulkheads.search.partitions: the partitions are named \
+             [\"batch\", \"live\"] and the new config names [\"batch\", \"bulk\", \"live\"]"
+        ),
+        "{out}"
+    );
+    // New shares under the declared names pass.
+    assert!(!out.contains("bulkheads.reports"), "{out}");
+}
+
+#[test]
 fn schema_prints_the_checked_in_schema() {
     let out = bulkhead(&["schema"]);
     let root: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bulkheads.schema.json");

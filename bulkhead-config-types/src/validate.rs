@@ -390,12 +390,18 @@ impl BulkheadConfig {
         }
         let sum: f64 = shares.values().filter(|s| s.is_finite()).sum();
         if sum > 1.0 + 1e-9 {
+            let each: Vec<String> = shares
+                .iter()
+                .map(|(name, share)| format!("{} {share}", escape_controls(name)))
+                .collect();
             out.push((
                 &["partitions"],
                 format!(
-                    "the shares add up to {}: they divide one limit, so their sum is at most 1 \
-                     (what is left over is guaranteed to no partition and any may borrow it)",
-                    (sum * 1e6).round() / 1e6
+                    "the shares add up to {} ({}): they divide one limit, so their sum is at \
+                     most 1 (what is left over is guaranteed to no partition and any may \
+                     borrow it)",
+                    (sum * 1e6).round() / 1e6,
+                    each.join(", ")
                 ),
             ));
         }

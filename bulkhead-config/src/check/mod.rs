@@ -97,6 +97,9 @@ pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, D
             );
             continue;
         }
+        if let Some(declared) = declared.and_then(|d| d.bulkheads.get(name.as_str())) {
+            ctx.check_partition_names(&entry, spec, declared);
+        }
         ctx.check_values(&entry, spec, kind);
         config.bulkheads.insert(name.clone(), spec.resolve(kind));
     }

@@ -8,7 +8,40 @@ use crate::file_format::{BulkheadSpec, kind_keys};
 use super::words::quoted_list;
 use super::{Checker, EntryChain};
 
+/// Said of a deploy's `partitions`: the shares it names are not the only ones in force.
+const MERGED: &str = "; a deploy's `partitions` is merged key by key with the declared \
+                      ones, so the declared partitions it does not name keep their shares";
+
 impl Checker<'_> {
+    /// A deploy keeps the declared partition names (the code checks them when it is
+    /// built): the runtime refuses a reload that renames, adds or removes one, and so does
+    /// the check, with the same words.
+    pub(super) fn check_partition_names(
+        &mut self,
+        entry: &EntryChain<'_>,
+        spec: &BulkheadSpec,
+        declared: &crate::BulkheadConfig,
+    ) {
+        let running: Vec<String> = declared.partitions.names().map(str::to_owned).collect();
+        let configured: Vec<String> = spec
+            .partitions
+            .iter()
+            .flat_map(|p| p.names().map(str::to_owned))
+            .collect();
+        if running != configured {
+            let (path, location) = self.locate(entry, &["partitions"]);
+            self.error(
+                location,
+                path,
+                format!(
+                    "the partitions are named {running:?} and the new config names \
+                     {configured:?}: a running bulkhead's partition names are fixed (the code \
+                     checks them when it is built); a deploy may change their shares only{MERGED}"
+                ),
+            );
+        }
+    }
+
     /// The rules on values of a resolved entry of a known kind.
     pub(super) fn check_values(&mut self, entry: &EntryChain<'_>, spec: &BulkheadSpec, kind: Kind) {
         let other = match kind {
@@ -57,7 +90,11 @@ impl Checker<'_> {
         // set of messages, placed here at the key that breaks them.
         for problem in spec.resolve(kind).problems() {
             let (path, location) = self.locate(entry, &problem.key);
-            self.error(location, path, problem.message);
+            let mut message = problem.message;
+            if self.deploy && problem.key.first() == Some(&"partitions") {
+                message.push_str(MERGED);
+            }
+            self.error(location, path, message);
         }
     }
 }
