@@ -36,6 +36,7 @@ mod layers;
 mod lint;
 mod pool_sizing;
 mod report;
+mod shares_lint;
 mod yaml;
 
 use std::collections::BTreeMap;

@@ -8,7 +8,9 @@
 //! - `caller-runs` makes the submitting thread a worker; when that thread is
 //!   itself needed by the pool, it deadlocks;
 //! - isolated pools add up (1 200 threads over all pools);
-//! - a rate-limit period below a millisecond is Resilience4j's `500` = 500 ns trap.
+//! - a rate-limit period below a millisecond is Resilience4j's `500` = 500 ns trap;
+//! - a partition's share is a guarantee only if it rounds to a slot, and only if a call
+//!   below it may wait for one (`shares_lint`).
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
 use crate::{Config, Limits, OnFull, OnStoreError, RateLimitScope, ThreadPoolConfig};
@@ -63,6 +65,9 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
             for (key, message) in crate::adaptive::adaptive_lints(adaptive) {
                 warn(name, &["adaptive", key], message);
             }
+        }
+        for (path, message) in crate::shares_lint::shares_lints(bulkhead) {
+            warn(name, &path, message);
         }
         match &bulkhead.limits {
             Limits::ThreadPool(pool) => {
