@@ -153,14 +153,12 @@ fn a_yaml_pool_admits_each_partition_by_its_share_through_the_attribute() {
 
 #[bulkhead("pool-keyed", key = tenant)]
 fn tenant_report(tenant: &str, wait: &(dyn Fn() + Sync)) -> Result<(), BulkheadError> {
-    let _ = tenant;
     wait();
     Ok(())
 }
 
 #[bulkhead("pool-keyed", key = tenant)]
 fn tenant_total(tenant: &str, n: u32) -> Result<u32, BulkheadError> {
-    let _ = tenant;
     Ok(n)
 }
 

@@ -411,13 +411,14 @@ impl<'a> Expansion<'a> {
             .collect()
     }
 
-    /// The body as it runs on a worker: `self` renamed `__self`.
+    /// The body as it runs on a worker: `self` renamed `__self`, the key's parameters used.
     fn worker_body(&self) -> TokenStream {
         let mut renamed = (*self.func.block).clone();
         if self.has_receiver {
             RenameSelf.visit_block_mut(&mut renamed);
         }
-        renamed.to_token_stream()
+        let names = self.arguments.iter().filter(|a| a.pattern.is_none());
+        crate::shares::key_uses(self.shares, names.map(|a| &a.outer), &renamed)
     }
 
     /// The worker closure's parameter patterns: `__self`, then the user's patterns.

@@ -121,6 +121,40 @@ pub(crate) fn pool_call(
     }
 }
 
+/// `body`, after `let _ = &name;` for each of `parameters` the key expression names: on a
+/// thread pool the key is read before the arguments move to the worker, so a parameter
+/// only the key uses is bound there unused; this marks it used.
+pub(crate) fn key_uses<'p>(
+    shares: Option<&Shares>,
+    parameters: impl IntoIterator<Item = &'p proc_macro2::Ident>,
+    body: &syn::Block,
+) -> TokenStream {
+    struct Names(Vec<proc_macro2::Ident>);
+    impl<'ast> syn::visit::Visit<'ast> for Names {
+        fn visit_path(&mut self, path: &'ast syn::Path) {
+            if let Some(ident) = path.get_ident() {
+                self.0.push(ident.clone());
+            }
+            syn::visit::visit_path(self, path);
+        }
+    }
+    let Some(key) = shares.and_then(|s| s.key.as_ref()) else {
+        return quote!(#body);
+    };
+    let mut names = Names(Vec::new());
+    syn::visit::Visit::visit_expr(&mut names, key);
+    let uses: TokenStream = parameters
+        .into_iter()
+        .filter_map(|parameter| names.0.iter().find(|n| *n == parameter))
+        .map(|name| quote!(let _ = &#name;))
+        .collect();
+    if uses.is_empty() {
+        quote!(#body)
+    } else {
+        quote!({ #uses #body })
+    }
+}
+
 impl Shares {
     /// The arguments of the slot's `enter_shared*` calls: the partition's place among the
     /// declared names and its name (or none; the place is checked against the running
@@ -131,8 +165,15 @@ impl Shares {
             Some((name, index, fingerprint)) => quote!(#p::Some((#index, #name, #fingerprint))),
             None => quote!(#p::None),
         };
+        // Spanned at the expression: a key that is not `Hash` is reported at the user's
+        // tokens.
         let key = match &self.key {
-            Some(expr) => quote!(#p::Some(#p::key_id(&(#expr)))),
+            Some(expr) => {
+                let span = syn::spanned::Spanned::span(expr);
+                quote_spanned!(span=> ::bulkhead::__private::Some(
+                    ::bulkhead::__private::key_id(&(#expr))
+                ))
+            }
             None => quote!(#p::None),
         };
         quote!(#partition, #key)
