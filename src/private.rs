@@ -196,20 +196,29 @@ impl SemaphoreSlot {
     }
 }
 
+/// The admission of a call of the attribute: its partition, resolved at build time to its
+/// place among the declared names (or none), and its key's id (or none). The same methods
+/// on either kind's admission type.
+macro_rules! admission_of {
+    ($bulkhead:expr, $partition:expr, $key:expr) => {{
+        let admission = match $partition {
+            Some((index, name, fingerprint)) => $bulkhead.in_partition_at(index, name, fingerprint),
+            None => $bulkhead.unpartitioned(),
+        };
+        match $key {
+            Some(id) => admission.key_id(id),
+            None => admission,
+        }
+    }};
+}
+
 #[inline]
 fn shared_admission<'a>(
     bulkhead: &'a SemaphoreBulkhead,
     partition: Option<(usize, &str, u64)>,
     key: Option<u64>,
 ) -> bulkhead_core::Admission<'a> {
-    let admission = match partition {
-        Some((index, name, fingerprint)) => bulkhead.in_partition_at(index, name, fingerprint),
-        None => bulkhead.unpartitioned(),
-    };
-    match key {
-        Some(id) => admission.key_id(id),
-        None => admission,
-    }
+    admission_of!(bulkhead, partition, key)
 }
 
 /// The id of a call's key (`key = …`).
@@ -399,14 +408,7 @@ fn pool_admission<'a>(
     partition: Option<(usize, &str, u64)>,
     key: Option<u64>,
 ) -> bulkhead_core::PoolAdmission<'a> {
-    let admission = match partition {
-        Some((index, name, fingerprint)) => pool.in_partition_at(index, name, fingerprint),
-        None => pool.unpartitioned(),
-    };
-    match key {
-        Some(id) => admission.key_id(id),
-        None => admission,
-    }
+    admission_of!(pool, partition, key)
 }
 
 /// The body of an `async fn` on a thread-pool bulkhead. Spanned at the function's `async`

@@ -120,6 +120,12 @@ impl Controller {
             None => {
                 if dropped {
                     self.untimed_drop.store(true, Relaxed);
+                    // Time every call from now on, until the window with this drop is
+                    // judged (`AdaptiveLimit::on_untimed_drop`); never re-enables a limit
+                    // removed meanwhile (0).
+                    let _ = self
+                        .timing
+                        .fetch_update(Relaxed, Relaxed, |every| (every > 1).then_some(1));
                 }
                 None
             }
@@ -222,6 +228,11 @@ mod tests {
         assert_eq!(
             controller.end(CallStart::untimed(), true, never, |_| ()),
             None
+        );
+        assert_eq!(
+            controller.sample_every(),
+            Some(1),
+            "every call timed after a drop"
         );
         let later = || start + Duration::from_millis(1);
         let changes: Vec<_> = (0..MIN_WINDOW)

@@ -175,6 +175,9 @@ impl AdaptiveLimit {
 
     /// One finished call that was timed; returns the limit to apply from now on.
     pub fn on_sample(&mut self, sample: Sample) -> u32 {
+        if sample.dropped {
+            self.time_every_call();
+        }
         match self.probe {
             Some(probe_limit) => {
                 // Calls admitted before the probe lowered the limit are still draining:
@@ -222,6 +225,16 @@ impl AdaptiveLimit {
     /// A drop of a call that was not timed: the window being gathered has a drop.
     pub fn on_untimed_drop(&mut self) {
         self.window.dropped = true;
+        self.time_every_call();
+    }
+
+    /// After a drop, every call is timed until the window is judged, so a window with a
+    /// drop closes after about one round trip of calls (`max(limit, MIN_WINDOW)`), however
+    /// fast the calls are: an overloaded dependency that answers at once (a 503) is
+    /// backed off from as quickly as a slow one. The next window's latency sets the
+    /// sampling again.
+    fn time_every_call(&mut self) {
+        self.sample_every = 1;
     }
 
     /// Whether the window holds about one round trip of calls under `limit`.
@@ -325,6 +338,7 @@ impl AdaptiveLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adaptive::MAX_SAMPLE_EVERY;
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -432,6 +446,34 @@ mod tests {
             limit.on_sample(Sample::new(MS, 102));
         }
         assert_eq!(limit.sample_every(), 1);
+    }
+
+    #[test]
+    fn after_a_drop_every_call_is_timed_until_the_window_is_judged() {
+        let mut config = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 20, 20);
+        config.backoff_ratio = Some(0.5);
+        let mut limit = AdaptiveLimit::new(&config, 20);
+        // Calls too fast to measure: the sparsest sampling.
+        for _ in 0..MIN_WINDOW.max(20) {
+            limit.on_sample(Sample::new(Duration::ZERO, 20));
+        }
+        assert_eq!(limit.sample_every(), MAX_SAMPLE_EVERY);
+        let before = limit.limit();
+        limit.on_untimed_drop();
+        assert_eq!(limit.sample_every(), 1, "an untimed drop");
+        // One round trip of calls, all timed now, closes the window with its drop.
+        for _ in 0..before.max(MIN_WINDOW) {
+            limit.on_sample(Sample::new(Duration::ZERO, before));
+        }
+        assert_eq!(limit.limit(), before / 2);
+        assert_eq!(
+            limit.sample_every(),
+            MAX_SAMPLE_EVERY,
+            "the sampling follows again"
+        );
+        // A timed drop does the same.
+        limit.on_sample(Sample::new(Duration::ZERO, before / 2).dropped());
+        assert_eq!(limit.sample_every(), 1, "a timed drop");
     }
 
     #[test]

@@ -170,25 +170,22 @@ impl Resize<'_> {
         let rate_limit = self.config.rate_limit.as_ref();
         let call_timeout = self.config.timeout.map(|t| t.as_std());
         let adaptive = self.config.adaptive.as_ref();
+        // The same setters on either kind (each its own type).
+        macro_rules! apply_to {
+            ($b:expr, $limits:expr) => {{
+                let b = $b;
+                b.resize($limits);
+                b.set_rate_limit(rate_limit);
+                b.set_call_timeout(call_timeout);
+                b.set_adaptive(adaptive);
+                // Checked with the whole reload (`check_partitions`): the names are the same.
+                let _ = b.set_partitions(&self.config.partitions);
+                b.set_per_key(self.config.per_key.as_ref());
+            }};
+        }
         match self.limits {
-            KindLimits::Semaphore(b, limits) => {
-                b.resize(limits);
-                b.set_rate_limit(rate_limit);
-                b.set_call_timeout(call_timeout);
-                b.set_adaptive(adaptive);
-                // Checked with the whole reload (`check_partitions`): the names are the same.
-                let _ = b.set_partitions(&self.config.partitions);
-                b.set_per_key(self.config.per_key.as_ref());
-            }
-            KindLimits::ThreadPool(b, limits) => {
-                b.resize(limits);
-                b.set_rate_limit(rate_limit);
-                b.set_call_timeout(call_timeout);
-                b.set_adaptive(adaptive);
-                // Checked with the whole reload (`check_partitions`): the names are the same.
-                let _ = b.set_partitions(&self.config.partitions);
-                b.set_per_key(self.config.per_key.as_ref());
-            }
+            KindLimits::Semaphore(b, limits) => apply_to!(b, limits),
+            KindLimits::ThreadPool(b, limits) => apply_to!(b, limits),
         }
     }
 }
