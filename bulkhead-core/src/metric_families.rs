@@ -29,7 +29,7 @@
 //! | `bulkhead_wait_seconds` | histogram | `bulkhead` | wait of admitted calls for a permit or for room |
 //! | `bulkhead_queue_time_seconds` | histogram | `bulkhead` | time tasks spent in a pool's queue |
 //! | `bulkhead_call_duration_seconds` | histogram | `bulkhead` | how long timed calls ran ([`events::time_calls`](crate::events::time_calls)) |
-//! | `bulkhead_partition_guaranteed_calls` | gauge | `bulkhead`, `partition` | permits a partition is guaranteed: `floor(share × limit)` (partitioned bulkheads only; at most 16 partitions each) |
+//! | `bulkhead_partition_guaranteed_calls` | gauge | `bulkhead`, `partition` | calls a partition is guaranteed (a semaphore's permits, a pool's running-or-queued slots): `floor(share × limit)` (partitioned bulkheads only; at most 16 partitions each) |
 //! | `bulkhead_partition_in_flight_calls` | gauge | `bulkhead`, `partition` | a partition's calls holding or waiting for a permit |
 //! | `bulkhead_partition_admitted_calls_total` | counter | `bulkhead`, `partition` | a partition's calls admitted |
 //! | `bulkhead_partition_borrowed_calls_total` | counter | `bulkhead`, `partition` | of those, admitted at or above the guarantee (borrowed) |
@@ -362,13 +362,13 @@ pub static FAMILIES: [MetricFamily; 28] = [
     per_partition(
         "bulkhead_partition_guaranteed_calls",
         MetricType::Gauge,
-        "Permits a partition is guaranteed: floor(share x limit) of the limit in force.",
+        "Calls a partition is guaranteed (a semaphore's permits, a pool's running-or-queued slots): floor(share x limit) of the limit in force.",
         |p| Value::Gauge(u64::from(p.guaranteed)),
     ),
     per_partition(
         "bulkhead_partition_in_flight_calls",
         MetricType::Gauge,
-        "A partition's calls holding a permit or waiting for one.",
+        "A partition's calls holding a permit or slot, or waiting for one.",
         |p| Value::Gauge(u64::from(p.in_flight)),
     ),
     per_partition(
