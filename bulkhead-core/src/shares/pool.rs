@@ -22,7 +22,6 @@ use bulkhead_config_types::{Partitions, PerKeyConfig};
 
 use super::admission::Counted;
 use super::{Layers, PartitionNamesChanged, key_id};
-use crate::call_timeout::{Deadline, Elapsed};
 use crate::thread_pool::CallAsync;
 use crate::{BulkheadError, Refused, ThreadPoolBulkhead, Timed};
 
@@ -218,20 +217,10 @@ impl PoolAdmission<'_> {
         Fut::Output: Send + 'static,
     {
         let pool = self.pool.clone();
-        let shared = pool.shared();
-        let timeout = shared.call_timeout.get();
-        let clock = std::sync::Arc::clone(&shared.clock);
         // Without a timeout the deadline is none and the body is never cut short.
-        let call = self.call_async(input, move |input: I| {
-            let deadline = timeout.and_then(|t| clock.now().checked_add(t));
-            Deadline::new(body(input), &*clock, deadline)
-        });
-        async move {
-            match call.await? {
-                Ok(output) => Ok(Ok(output)),
-                Err(Elapsed) => Ok(Err(pool.timed_out(timeout.unwrap_or_default()))),
-            }
-        }
+        let timeout = pool.shared().call_timeout.get();
+        let call = self.call_async(input, pool.under_deadline(timeout, body));
+        async move { pool.settle_deadline(call.await, timeout.unwrap_or_default()) }
     }
 }
 

@@ -68,16 +68,42 @@ impl ThreadPoolBulkhead {
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        let shared = self.shared();
-        let Some(timeout) = shared.call_timeout.get() else {
+        let Some(timeout) = self.shared().call_timeout.get() else {
             return self.call_async(input, body).await.map(Ok);
         };
-        let clock = Arc::clone(&shared.clock);
-        let timed = move |input: I| {
-            let deadline = clock.now().checked_add(timeout);
+        let ran = self
+            .call_async(input, self.under_deadline(Some(timeout), body))
+            .await;
+        self.settle_deadline(ran, timeout)
+    }
+
+    /// `body` as a worker runs it under the call timeout `timeout`: cut at the deadline,
+    /// measured on the pool's clock from when the worker starts it (`None`: never cut).
+    pub(crate) fn under_deadline<I, F, Fut>(
+        &self,
+        timeout: Option<Duration>,
+        body: F,
+    ) -> impl FnOnce(I) -> Deadline<Fut> + Send + use<I, F, Fut>
+    where
+        I: 'static,
+        F: FnOnce(I) -> Fut + Send + 'static,
+        Fut: Future + 'static,
+    {
+        let clock = Arc::clone(&self.shared().clock);
+        move |input: I| {
+            let deadline = timeout.and_then(|t| clock.now().checked_add(t));
             Deadline::new(body(input), &*clock, deadline)
-        };
-        match self.call_async(input, timed).await? {
+        }
+    }
+
+    /// A timed call's result from a run under [`under_deadline`](Self::under_deadline): a
+    /// body cut at the deadline is a counted `CallTimeout` after `timeout`.
+    pub(crate) fn settle_deadline<R, I>(
+        &self,
+        ran: Result<Result<R, Elapsed>, Refused<I>>,
+        timeout: Duration,
+    ) -> Timed<R, I> {
+        match ran? {
             Ok(output) => Ok(Ok(output)),
             Err(Elapsed) => Ok(Err(self.timed_out(timeout))),
         }
