@@ -14,6 +14,7 @@
 //! one when its future finishes or is dropped. A partition's `borrowed` and `refused` are
 //! counted then too (on a semaphore, at admission).
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
@@ -49,16 +50,17 @@ pub struct PoolAdmission<'a> {
     key: Option<u64>,
 }
 
-/// What one pool admission counted, given back when dropped.
-struct PoolHolds {
-    pool: ThreadPoolBulkhead,
+/// What one pool admission counted, given back when dropped; `P` is the pool, borrowed by
+/// a sync call, owned (a clone of its handle) by an async one, whose future is `'static`.
+struct PoolHolds<P: Borrow<ThreadPoolBulkhead>> {
+    pool: P,
     counted: Counted,
 }
 
-impl PoolHolds {
+impl<P: Borrow<ThreadPoolBulkhead>> PoolHolds<P> {
     /// Counts the call's outcome under its partition.
     fn settle(&self, borrowed: bool, admitted: bool) {
-        let layers = &self.pool.shared().shares;
+        let layers = &self.pool.borrow().shared().shares;
         if let Some(partition) = self
             .counted
             .partition()
@@ -73,9 +75,9 @@ impl PoolHolds {
     }
 }
 
-impl Drop for PoolHolds {
+impl<P: Borrow<ThreadPoolBulkhead>> Drop for PoolHolds<P> {
     fn drop(&mut self) {
-        self.counted.release(&self.pool.shared().shares);
+        self.counted.release(&self.pool.borrow().shared().shares);
     }
 }
 
@@ -97,9 +99,13 @@ impl<'a> PoolAdmission<'a> {
         &self.pool.shared().shares
     }
 
-    /// The key's cap, then the partition's count; whether the call may wait (or run on its
-    /// caller) as any call of the pool may.
-    fn enter(&self) -> Result<(PoolHolds, bool), BulkheadError> {
+    /// The key's cap, then the partition's count, held by `pool` (this admission's pool,
+    /// borrowed or owned); whether the call may wait (or run on its caller) as any call of
+    /// the pool may.
+    fn enter<P: Borrow<ThreadPoolBulkhead>>(
+        &self,
+        pool: P,
+    ) -> Result<(PoolHolds<P>, bool), BulkheadError> {
         let layers = self.layers();
         let shared = self.pool.shared();
         let mut key = None;
@@ -116,10 +122,6 @@ impl<'a> PoolAdmission<'a> {
                 }
             }
         }
-        let holds = |partition| PoolHolds {
-            pool: self.pool.clone(),
-            counted: Counted::new(partition, key),
-        };
         let may_wait = match layers.partitions() {
             None => true,
             Some(table) => match self.partition.and_then(|i| Some((i, table.get(i)?))) {
@@ -131,7 +133,8 @@ impl<'a> PoolAdmission<'a> {
                 None => false,
             },
         };
-        Ok((holds(partition), may_wait))
+        let counted = Counted::new(partition, key);
+        Ok((PoolHolds { pool, counted }, may_wait))
     }
 
     /// Runs `body(input)` on a worker once admitted, blocking the caller (as
@@ -147,7 +150,7 @@ impl<'a> PoolAdmission<'a> {
         I: Send,
         R: Send,
     {
-        let (holds, may_wait) = match self.enter() {
+        let (holds, may_wait) = match self.enter(self.pool) {
             Ok(entered) => entered,
             Err(error) => return Err(Refused { input, error }),
         };
@@ -178,17 +181,18 @@ impl<'a> PoolAdmission<'a> {
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        let entered = self.enter();
-        let pool = self.pool.clone();
+        // The holds own a handle of the pool, which the future calls through.
+        let entered = self.enter(self.pool.clone());
         async move {
             let (holds, may_wait) = match entered {
                 Ok(entered) => entered,
                 Err(error) => return Err(Refused { input, error }),
             };
+            let pool = &holds.pool;
             let result = if may_wait {
                 pool.call_async(input, body).await
             } else {
-                CallAsync::borrowing(&pool, input, body).await
+                CallAsync::borrowing(pool, input, body).await
             };
             holds.settle(!may_wait, result.is_ok());
             result
