@@ -1,6 +1,6 @@
-//! Shares inside one semaphore bulkhead: **partitions** (named shares of its limit) and
-//! **per-key caps** (no tenant takes more than N), an admission layer in front of the
-//! bulkhead's own.
+//! Shares inside one bulkhead, a semaphore or a thread pool (`pool.rs`): **partitions**
+//! (named shares of its limit) and **per-key caps** (no tenant takes more than N), an
+//! admission layer in front of the bulkhead's own.
 //!
 //! An [`Admission`] names what a call is counted under — a partition, a key, both or
 //! neither — and then takes one of the bulkhead's own permits. In order:

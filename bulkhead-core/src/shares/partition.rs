@@ -1,5 +1,6 @@
-//! Partitions: named shares of one semaphore bulkhead's limit (`partitions: { live: 0.8,
-//! batch: 0.2 }`), decided in front of the bulkhead's own admission.
+//! Partitions: named shares of one bulkhead's limit (`partitions: { live: 0.8, batch: 0.2
+//! }`; a semaphore's permits, or a thread pool's running-or-queued slots: `pool.rs`), decided
+//! in front of the bulkhead's own admission.
 //!
 //! Each partition counts its calls *in flight* (holding a permit or waiting for one) as
 //! three monotonic counters on one cache line: `admitted` (calls that found a free permit
