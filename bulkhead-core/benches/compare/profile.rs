@@ -21,7 +21,7 @@ use crate::fixtures::{
     semaphore_config,
 };
 use crate::peers::CrossbeamPool;
-use crate::workloads::pool_throughput::{crossbeam_window, ours_window};
+use crate::workloads::pool_throughput::{callers, crossbeam_window, ours_window};
 
 /// The workloads `--profile` knows.
 pub const WORKLOADS: &[&str] = &[
@@ -42,6 +42,8 @@ pub const WORKLOADS: &[&str] = &[
     "crossbeam-round-trip",
     "pool-window",
     "crossbeam-window",
+    "pool-window-callers",
+    "crossbeam-window-callers",
     "partition-call",
     "attribute-partition-call",
     "keyed-call",
@@ -113,6 +115,14 @@ pub fn run(workload: &str, n: u64) {
         "crossbeam-window" => {
             let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
             profile_loop_crossbeam_window(&pool, n);
+        }
+        "pool-window-callers" => {
+            let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
+            profile_loop_pool_window_callers(&pool, n);
+        }
+        "crossbeam-window-callers" => {
+            let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
+            profile_loop_crossbeam_window_callers(&pool, n);
         }
         "partition-call" => {
             let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
@@ -272,6 +282,17 @@ fn profile_loop_crossbeam_round_trip(pool: &CrossbeamPool, n: u64) {
 #[inline(never)]
 fn profile_loop_pool_window(pool: &ThreadPoolBulkhead, n: u64) {
     ours_window(pool, n);
+}
+
+/// Row 4 as the bench runs it: several callers at once, each with its window.
+#[inline(never)]
+fn profile_loop_pool_window_callers(pool: &ThreadPoolBulkhead, n: u64) {
+    black_box(callers(n, &|tasks| ours_window(pool, tasks)));
+}
+
+#[inline(never)]
+fn profile_loop_crossbeam_window_callers(pool: &CrossbeamPool, n: u64) {
+    black_box(callers(n, &|tasks| crossbeam_window(pool, tasks)));
 }
 
 #[inline(never)]

@@ -29,7 +29,7 @@ pub const BLOCKING_CROSSBEAM: &str = "crossbeam-channel pool, blocking";
 
 /// Runs `per_caller(iterations)` on `CALLERS` threads at once and returns the time per
 /// iteration, scaled back to `n` iterations.
-fn callers(n: u64, per_caller: &(dyn Fn(u64) + Sync)) -> Duration {
+pub fn callers(n: u64, per_caller: &(dyn Fn(u64) + Sync)) -> Duration {
     let each = (n / CALLERS).max(1);
     let start = Instant::now();
     std::thread::scope(|s| {
