@@ -163,7 +163,7 @@ impl Shared {
     /// again before it parks: one of the two sees the other, so no task is left without a
     /// worker.
     pub(crate) fn enqueue(self: &Arc<Self>, job: JobRef) -> Option<u64> {
-        let id = self.next_job_id.fetch_add(1, Relaxed);
+        let id = job.id();
         let entry = Entry {
             job,
             id,

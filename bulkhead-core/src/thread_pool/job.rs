@@ -78,6 +78,14 @@ impl JobRef {
         JobRef(Some(job))
     }
 
+    /// The job's identity while it is alive (its address), by which a caller that holds
+    /// the job cancels it: unique among queued jobs, since each entry holds its job alive.
+    pub(crate) fn id(&self) -> u64 {
+        self.0
+            .as_ref()
+            .map_or(0, |job| Arc::as_ptr(job).cast::<()>() as usize as u64)
+    }
+
     /// Runs the job on this thread; its caller is woken when the returned [`Finished`] is
     /// delivered (or dropped).
     pub(crate) fn run(mut self) -> (CallOutcome, Finished) {

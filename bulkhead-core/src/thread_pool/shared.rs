@@ -48,8 +48,10 @@ pub(crate) struct Shared {
     pub name: BulkheadName,
     pub clock: Arc<dyn Clock>,
     pub counters: Counters,
-    /// Calls admitted to the pool and not finished: running + queued.
-    pub(super) admitted: AtomicU64,
+    /// Calls admitted to the pool and not finished: running + queued. On a cache line of
+    /// its own, like `state`: callers and workers write both for every task, and the
+    /// read-mostly fields every call reads (clock, limit, policies) would share their misses.
+    pub(super) admitted: crossbeam_utils::CachePadded<AtomicU64>,
     /// `max_threads + queue_capacity`.
     pub(super) limit: AtomicU64,
     on_full_mode: AtomicU8,
@@ -64,13 +66,11 @@ pub(crate) struct Shared {
     pub telemetry: Telemetry,
     /// How long a timed call may run (`timeout` in the config).
     pub call_timeout: crate::call_timeout::CallTimeout,
-    pub(super) state: Mutex<PoolState>,
+    pub(super) state: crossbeam_utils::CachePadded<Mutex<PoolState>>,
     /// Tasks queued without the lock (see `direct`).
     pub(super) inbox: Inbox,
     /// A caller may queue into the inbox without the lock (see the module's invariants).
     pub(super) direct: AtomicBool,
-    /// The id of the next queued task (for cancellation); decides nothing else.
-    pub(super) next_job_id: std::sync::atomic::AtomicU64,
     pub(super) thread_name_prefix: String,
     /// The adaptive limit on calls running on workers, if one is configured.
     pub(super) adaptive: Controller,
@@ -208,7 +208,7 @@ impl Shared {
             name,
             clock,
             counters: Counters::default(),
-            admitted: AtomicU64::new(0),
+            admitted: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
             limit: AtomicU64::new(u64::from(max) + u64::from(capacity)),
             on_full_mode: AtomicU8::new(ON_FULL_ABORT),
             on_full_wait_nanos: AtomicU64::new(0),
@@ -217,7 +217,7 @@ impl Shared {
             room: RoomWaiters::default(),
             rate,
             call_timeout: Default::default(),
-            state: Mutex::new(PoolState {
+            state: crossbeam_utils::CachePadded::new(Mutex::new(PoolState {
                 core,
                 max,
                 capacity,
@@ -236,10 +236,9 @@ impl Shared {
                 shutting_down: false,
                 shutdown_waiter: None,
                 drained: 0,
-            }),
+            })),
             inbox: Inbox::default(),
             direct: AtomicBool::new(false),
-            next_job_id: std::sync::atomic::AtomicU64::new(0),
             thread_name_prefix,
             idle_claims: std::sync::atomic::AtomicU64::new(0),
             shares: crate::shares::Layers::default(),
