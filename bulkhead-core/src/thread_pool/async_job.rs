@@ -11,18 +11,24 @@
 //!   quietly (a panicking `Drop` never takes the worker down), and a job whose caller went
 //!   away before it started is never run;
 //! * the outcome becomes `Ready` (and the caller's waker is woken) only in `deliver`, after
-//!   the pool has counted the task, so a caller that returns sees its call counted.
+//!   the pool has counted the task, so a caller that returns sees its call counted;
+//! * `delivered` is set, under the lock, when the stage leaves `Queued`/`Running`/`Ran` for
+//!   `Ready` or `Done` from the pool's side. Until then the slot holds the waker of the
+//!   caller's last pending poll, so a poll with that same waker ([`WakerId`]) that finds
+//!   `delivered` clear may return `Pending` without the lock: the waker it would store is
+//!   the one already there, and it is woken when the outcome is delivered.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::{Acquire, Release};
 use std::task::{Context, Poll, Waker};
 
 use super::job::{Job, Outcome};
 use crate::BulkheadError;
 use crate::context::CapturedContext;
 use crate::events::CallOutcome;
-use crate::sync::Mutex;
+use crate::sync::{AtomicBool, Mutex};
 
 /// Drops a user value on a worker; a panicking `Drop` must not take the worker down.
 fn drop_quietly<T>(value: T) {
@@ -64,6 +70,10 @@ pub(crate) fn explain_missing_runtime(payload: Box<dyn Any + Send>) -> Box<dyn A
 /// waits here for the caller.
 pub(crate) struct AsyncTask<I, F, Out> {
     slot: Mutex<Slot<I, F, Out>>,
+    /// The pool is done with the job: its outcome is ready, or the caller went away (see
+    /// the module's invariants). Lets a caller polling with the waker it left check
+    /// without taking the lock the worker uses.
+    delivered: AtomicBool,
     /// The caller's span and propagated context, entered on the worker around the body.
     context: CapturedContext,
     #[cfg(feature = "tokio")]
@@ -120,6 +130,7 @@ where
                 waker: None,
                 caller_gone: false,
             }),
+            delivered: AtomicBool::new(false),
             context: CapturedContext::capture(),
             #[cfg(feature = "tokio")]
             runtime: tokio::runtime::Handle::try_current().ok(),
@@ -129,8 +140,27 @@ where
 }
 
 impl<I, F, Out> AsyncTask<I, F, Out> {
-    /// The caller's poll: the outcome once delivered, else its waker is kept.
-    pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<I, Out>> {
+    /// The caller's poll: the outcome once delivered, else its waker is kept. `left` is
+    /// the waker the caller's last pending poll left here (the caller keeps it).
+    #[inline]
+    pub(crate) fn poll_outcome(
+        &self,
+        cx: &mut Context<'_>,
+        left: &mut Option<WakerId>,
+    ) -> Poll<Outcome<I, Out>> {
+        let waker = WakerId::of(cx.waker());
+        if *left == Some(waker) && !self.delivered.load(Acquire) {
+            return Poll::Pending;
+        }
+        self.poll_locked(cx, left, waker)
+    }
+
+    fn poll_locked(
+        &self,
+        cx: &mut Context<'_>,
+        left: &mut Option<WakerId>,
+        waker: WakerId,
+    ) -> Poll<Outcome<I, Out>> {
         let mut slot = self.slot.lock();
         match slot.stage {
             // Moved out only when there is something to take.
@@ -144,6 +174,7 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
                     Some(waker) => waker.clone_from(cx.waker()),
                     None => slot.waker = Some(cx.waker().clone()),
                 }
+                *left = Some(waker);
                 Poll::Pending
             }
         }
@@ -172,12 +203,28 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
             return;
         };
         let ready = slot.ready(outcome(input));
+        self.delivered.store(true, Release);
         drop(slot);
         drop_quietly(body);
         match ready {
             Ok(waker) => waker.into_iter().for_each(Waker::wake),
             Err(outcome) => drop_quietly(outcome),
         }
+    }
+}
+
+/// A waker's identity: the two pointers [`Waker::will_wake`] compares. While the job's
+/// slot holds a clone of a waker, another waker with the same identity wakes the same
+/// task.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WakerId(usize, usize);
+
+impl WakerId {
+    fn of(waker: &Waker) -> Self {
+        WakerId(
+            waker.data() as usize,
+            std::ptr::from_ref(waker.vtable()) as usize,
+        )
     }
 }
 
@@ -237,6 +284,7 @@ where
             return;
         };
         let ready = slot.ready(outcome);
+        self.delivered.store(true, Release);
         drop(slot);
         match ready {
             Ok(waker) => waker.into_iter().for_each(Waker::wake),
@@ -260,5 +308,49 @@ impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
         // the caller's values is dropped quietly.
         let stage = std::mem::replace(&mut self.slot.lock().stage, Stage::Done);
         drop_quietly(stage);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use super::{AsyncTask, Outcome};
+
+    #[derive(Default)]
+    struct CountingWaker(AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    #[test]
+    fn only_the_waker_the_last_pending_poll_left_is_woken_by_the_delivery() {
+        let (job, task) = AsyncTask::job(20, |n: i32| async move { n + 1 });
+        let (first, second) = (
+            Arc::new(CountingWaker::default()),
+            Arc::new(CountingWaker::default()),
+        );
+        let (first_waker, second_waker) = (Waker::from(first.clone()), Waker::from(second.clone()));
+        let mut left = None;
+        let mut poll =
+            |waker: &Waker| task.poll_outcome(&mut Context::from_waker(waker), &mut left);
+        assert!(poll(&first_waker).is_pending());
+        // The same waker again: answered from the flag, the registration stays.
+        assert!(poll(&first_waker).is_pending());
+        // Another waker replaces it.
+        assert!(poll(&second_waker).is_pending());
+        assert_eq!(job.run(), crate::events::CallOutcome::Completed);
+        assert!(poll(&second_waker).is_pending(), "ran, not yet delivered");
+        job.deliver();
+        assert_eq!((first.0.load(SeqCst), second.0.load(SeqCst)), (0, 1));
+        match poll(&second_waker) {
+            Poll::Ready(Outcome::Ran(value)) => assert_eq!(value, 21),
+            _ => panic!("the delivered outcome is taken by the next poll"),
+        }
     }
 }

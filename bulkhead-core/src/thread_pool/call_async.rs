@@ -12,7 +12,7 @@ use std::time::Instant;
 use bulkhead_config_types::OnFull;
 
 use super::ThreadPoolBulkhead;
-use super::async_job::AsyncTask;
+use super::async_job::{AsyncTask, WakerId};
 use super::job::JobRef;
 use super::shared::deadline;
 use crate::clock::Sleep;
@@ -64,6 +64,8 @@ enum State<I, F, Fut: Future> {
     Submitted {
         task: Arc<AsyncTask<I, F, Fut::Output>>,
         id: Option<u64>,
+        /// The waker the last pending poll left with the task.
+        left: Option<WakerId>,
     },
     /// Polled by the caller: a re-entrant call, or `on_full: caller-runs` (`counted`).
     Inline {
@@ -152,7 +154,11 @@ where
         shared.telemetry.on_permitted();
         let (job, task) = AsyncTask::<I, F, Fut::Output>::job(input, body);
         let id = shared.enqueue(JobRef::new(job));
-        State::Submitted { task, id }
+        State::Submitted {
+            task,
+            id,
+            left: None,
+        }
     }
 
     fn refused(&self, input: I, error: BulkheadError) -> Poll<<Self as Future>::Output> {
@@ -200,8 +206,8 @@ where
         let _span = this.span.as_ref().map(tracing::Span::enter);
         loop {
             // Handed to the pool: the common poll, with nothing moved.
-            if let State::Submitted { task, .. } = &this.state {
-                let outcome = std::task::ready!(task.poll_outcome(cx));
+            if let State::Submitted { task, left, .. } = &mut this.state {
+                let outcome = std::task::ready!(task.poll_outcome(cx, left));
                 this.state = State::Done;
                 return Poll::Ready(shared.settle(outcome));
             }
@@ -410,7 +416,7 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
             } if !shared.room.deregister(*ticket) => shared.room.wake_one(),
             // Still queued: remove it so it never runs and its slot frees now. Otherwise a
             // worker has it: it sees the caller gone and skips it, or finishes it.
-            State::Submitted { task, id } => {
+            State::Submitted { task, id, .. } => {
                 task.caller_gone();
                 if let Some(id) = id {
                     shared.cancel_queued(*id);
