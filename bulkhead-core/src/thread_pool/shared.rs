@@ -261,15 +261,19 @@ impl Shared {
     pub(super) fn lock_state(&self) -> StateGuard<'_> {
         let mut state = self.state.lock();
         crate::sync::seq_cst_fence();
-        if !self.inbox.is_empty() {
-            while let Some(entry) = self.inbox.pop() {
-                state.queue.push(entry);
-                if let Some((_, worker)) = state.idle.pop() {
-                    state.pending += 1;
-                    self.idle_claims.fetch_add(1, Relaxed);
-                    worker.unpark();
-                }
+        // No `is_empty` first: under load the inbox has tasks, and each look at it reads
+        // the end the callers write.
+        let mut moved = false;
+        while let Some(entry) = self.inbox.pop() {
+            moved = true;
+            state.queue.push(entry);
+            if let Some((_, worker)) = state.idle.pop() {
+                state.pending += 1;
+                self.idle_claims.fetch_add(1, Relaxed);
+                worker.unpark();
             }
+        }
+        if moved {
             state.largest_queued = state.largest_queued.max(state.unassigned());
         }
         StateGuard {
