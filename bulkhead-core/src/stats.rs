@@ -11,8 +11,10 @@ use crate::snapshot::{CallCounts, RefusalCounts};
 /// Counters kept by every bulkhead.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    /// Calls admitted (given a permit or accepted into the pool, queued or not).
-    pub permitted: AtomicU64,
+    /// Calls admitted (given a permit or accepted into the pool, queued or not). On a cache
+    /// line of its own: callers add to it on every admission, while a pool's workers count
+    /// outcomes in the fields below (a semaphore's fast path writes only this one).
+    pub permitted: crossbeam_utils::CachePadded<AtomicU64>,
     /// Admitted calls whose body returned.
     pub completed: AtomicU64,
     /// Admitted calls whose body panicked.
