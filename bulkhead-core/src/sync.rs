@@ -57,6 +57,21 @@ impl<T> Mutex<T> {
             }
         }
     }
+
+    /// The value, through exclusive access: no locking (a `Drop` uses it).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        #[cfg(not(loom))]
+        {
+            self.inner.get_mut()
+        }
+        #[cfg(loom)]
+        {
+            match self.inner.get_mut() {
+                Ok(value) => value,
+                Err(poisoned) => poisoned.into_inner(),
+            }
+        }
+    }
 }
 
 /// A `SeqCst` fence for loom only: a no-op in a real build.
