@@ -222,8 +222,8 @@ pub(crate) struct WakerId(usize, usize);
 impl WakerId {
     fn of(waker: &Waker) -> Self {
         WakerId(
-            waker.data() as usize,
-            std::ptr::from_ref(waker.vtable()) as usize,
+            waker.data().addr(),
+            std::ptr::from_ref(waker.vtable()).addr(),
         )
     }
 }

@@ -83,7 +83,7 @@ impl JobRef {
     pub(crate) fn id(&self) -> u64 {
         self.0
             .as_ref()
-            .map_or(0, |job| Arc::as_ptr(job).cast::<()>() as usize as u64)
+            .map_or(0, |job| Arc::as_ptr(job).cast::<()>().addr() as u64)
     }
 
     /// Runs the job on this thread; its caller is woken when the returned [`Finished`] is
