@@ -4,8 +4,10 @@
 //! Invariants: entries come out in the order they went in; every holder of the pool's lock
 //! empties the inbox into the queue before it looks at the queue (`Shared::lock_state`), so
 //! the queue's policies (order, staleness, cancellation) see every task. The lock-free
-//! queue is crossbeam's; under loom a mutex stands in for it (the models check the protocol
-//! around the inbox — the `direct` flag and the fences — not crossbeam's own algorithm).
+//! queue is crossbeam-queue's `SegQueue` (a plain queue: a channel's disconnection and
+//! receiver wake-ups cost a caller's push more and are not needed here); under loom a
+//! mutex stands in for it (the models check the protocol around the inbox — the `direct`
+//! flag and the fences — not crossbeam's own algorithm).
 
 use super::queue::Entry;
 
@@ -13,9 +15,7 @@ use super::queue::Entry;
 /// entry holds a slot of the running + queued counter).
 pub(crate) struct Inbox {
     #[cfg(not(loom))]
-    tx: crossbeam_channel::Sender<Entry>,
-    #[cfg(not(loom))]
-    rx: crossbeam_channel::Receiver<Entry>,
+    entries: crossbeam_queue::SegQueue<Entry>,
     #[cfg(loom)]
     entries: crate::sync::Mutex<std::collections::VecDeque<Entry>>,
 }
@@ -24,8 +24,9 @@ impl Default for Inbox {
     fn default() -> Self {
         #[cfg(not(loom))]
         {
-            let (tx, rx) = crossbeam_channel::unbounded();
-            Inbox { tx, rx }
+            Inbox {
+                entries: crossbeam_queue::SegQueue::new(),
+            }
         }
         #[cfg(loom)]
         {
@@ -41,8 +42,7 @@ impl Inbox {
     pub(crate) fn push(&self, entry: Entry) {
         #[cfg(not(loom))]
         {
-            // Both ends live in the inbox, so the channel is never disconnected.
-            let _ = self.tx.send(entry);
+            self.entries.push(entry);
         }
         #[cfg(loom)]
         self.entries.lock().push_back(entry);
@@ -52,7 +52,7 @@ impl Inbox {
     pub(crate) fn pop(&self) -> Option<Entry> {
         #[cfg(not(loom))]
         {
-            self.rx.try_recv().ok()
+            self.entries.pop()
         }
         #[cfg(loom)]
         {
@@ -63,7 +63,7 @@ impl Inbox {
     pub(crate) fn is_empty(&self) -> bool {
         #[cfg(not(loom))]
         {
-            self.rx.is_empty()
+            self.entries.is_empty()
         }
         #[cfg(loom)]
         {
