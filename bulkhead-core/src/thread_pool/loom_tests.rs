@@ -1,7 +1,8 @@
 //! loom models of the pool's admission and queue: the running + queued counter, the room
 //! waiters of `on_full: { wait }`, the queue bound after a shrink, cancellation, timeouts,
-//! shutdown, and a task queued without the lock (the inbox) racing the last busy worker
-//! going idle, over every interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2).
+//! shutdown, a task queued without the lock (the inbox) racing the last busy worker going
+//! idle, and an async caller's lock-free re-poll racing the delivery of its outcome, over
+//! every interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
 //! --release --lib thread_pool::loom_tests` (a child module of `thread_pool`, for the pool's
@@ -399,4 +400,31 @@ fn run_taken_entry(pool: &ThreadPoolBulkhead, entry: super::queue::Entry) {
     }
     finished.deliver();
     shared.room.wake_one();
+}
+
+/// The async caller's poll that skips the job's lock (same waker as last time, `delivered`
+/// not set) racing the worker that runs the job and delivers its outcome: the caller is
+/// always woken and gets the outcome once (a lost wake-up would leave `block_on` waiting
+/// for ever, which loom reports).
+#[test]
+fn an_async_caller_polling_without_the_job_lock_is_woken_by_the_delivery() {
+    use super::async_job::AsyncTask;
+    use super::job::Outcome;
+
+    model(|| {
+        let (job, task) = AsyncTask::job(20, |n: u64| async move { n + 1 });
+        let worker = loom::thread::spawn(move || {
+            assert_eq!(job.run(), crate::events::CallOutcome::Completed);
+            job.deliver();
+        });
+        let mut left = None;
+        let mut polls = 0;
+        let outcome = block_on(std::future::poll_fn(|cx| {
+            polls += 1;
+            task.poll_outcome(cx, &mut left)
+        }));
+        assert!(matches!(outcome, Outcome::Ran(21)));
+        assert!(polls >= 1);
+        worker.join().unwrap();
+    });
 }
