@@ -13,28 +13,12 @@ use super::queue::Entry;
 
 /// An unbounded multi-producer queue of entries (bounded in practice by admission: every
 /// entry holds a slot of the running + queued counter).
+#[derive(Default)]
 pub(crate) struct Inbox {
     #[cfg(not(loom))]
     entries: crossbeam_queue::SegQueue<Entry>,
     #[cfg(loom)]
     entries: crate::sync::Mutex<std::collections::VecDeque<Entry>>,
-}
-
-impl Default for Inbox {
-    fn default() -> Self {
-        #[cfg(not(loom))]
-        {
-            Inbox {
-                entries: crossbeam_queue::SegQueue::new(),
-            }
-        }
-        #[cfg(loom)]
-        {
-            Inbox {
-                entries: Default::default(),
-            }
-        }
-    }
 }
 
 impl Inbox {
