@@ -26,6 +26,7 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use bulkhead_config_types::{Kind, OnFull, ThreadPoolConfig};
+use crossbeam_utils::CachePadded;
 
 use super::inbox::Inbox;
 use super::queue::{QueuePolicy, TaskQueue};
@@ -51,7 +52,7 @@ pub(crate) struct Shared {
     /// Calls admitted to the pool and not finished: running + queued. On a cache line of
     /// its own, like `state`: callers and workers write both for every task, and the
     /// read-mostly fields every call reads (clock, limit, policies) would share their misses.
-    pub(super) admitted: crossbeam_utils::CachePadded<AtomicU64>,
+    pub(super) admitted: CachePadded<AtomicU64>,
     /// `max_threads + queue_capacity`.
     pub(super) limit: AtomicU64,
     on_full_mode: AtomicU8,
@@ -66,7 +67,7 @@ pub(crate) struct Shared {
     pub telemetry: Telemetry,
     /// How long a timed call may run (`timeout` in the config).
     pub call_timeout: crate::call_timeout::CallTimeout,
-    pub(super) state: crossbeam_utils::CachePadded<Mutex<PoolState>>,
+    pub(super) state: CachePadded<Mutex<PoolState>>,
     /// Tasks queued without the lock (see `direct`).
     pub(super) inbox: Inbox,
     /// A caller may queue into the inbox without the lock (see the module's invariants).
@@ -208,7 +209,7 @@ impl Shared {
             name,
             clock,
             counters: Counters::default(),
-            admitted: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
+            admitted: CachePadded::new(AtomicU64::new(0)),
             limit: AtomicU64::new(u64::from(max) + u64::from(capacity)),
             on_full_mode: AtomicU8::new(ON_FULL_ABORT),
             on_full_wait_nanos: AtomicU64::new(0),
@@ -217,7 +218,7 @@ impl Shared {
             room: RoomWaiters::default(),
             rate,
             call_timeout: Default::default(),
-            state: crossbeam_utils::CachePadded::new(Mutex::new(PoolState {
+            state: CachePadded::new(Mutex::new(PoolState {
                 core,
                 max,
                 capacity,
