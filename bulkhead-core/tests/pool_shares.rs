@@ -189,3 +189,17 @@ fn a_partitions_timed_async_call_is_cut_at_the_deadline_and_its_count_comes_back
     assert!(matches!(done, Ok(Ok(4))));
     assert_eq!(pool.snapshot().calls.timed_out, 1);
 }
+
+#[test]
+fn a_nested_call_of_a_partition_runs_inline_and_is_not_counted_by_it() {
+    let pool = partitioned();
+    let outer = pool.in_partition("live").call((), |()| {
+        let nested = pool.in_partition("live").call(5u32, |n| n + 1).ok();
+        (nested, partition(&pool, "live").in_flight)
+    });
+    // Inside the outer call only the outer call is in flight: the nested one holds nothing.
+    assert_eq!(outer.ok(), Some((Some(6), 1)));
+    let live = partition(&pool, "live");
+    assert_eq!((live.admitted, live.borrowed, live.in_flight), (1, 0, 0));
+    assert_eq!(pool.snapshot().calls.reentrant, 1);
+}

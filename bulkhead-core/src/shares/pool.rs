@@ -110,9 +110,11 @@ impl<'a> PoolAdmission<'a> {
         let shared = self.pool.shared();
         let mut key = None;
         let mut partition = None;
-        // A nested call runs inline on the place it holds: not checked, not counted.
+        // A nested call runs inline on the place it holds: not checked, not counted, by
+        // its key nor by its partition.
+        let nested = crate::reentry::is_inside(shared.id());
         if let (Some(id), Some(table)) = (self.key, layers.per_key())
-            && !crate::reentry::is_inside(shared.id())
+            && !nested
         {
             match table.enter(id) {
                 Some(hold) => key = Some(hold),
@@ -125,6 +127,7 @@ impl<'a> PoolAdmission<'a> {
         let may_wait = match layers.partitions() {
             None => true,
             Some(table) => match self.partition.and_then(|i| Some((i, table.get(i)?))) {
+                Some(_) if nested => true,
                 Some((index, state)) => {
                     partition = Some(index);
                     state.enter(shared.admission_limit())
