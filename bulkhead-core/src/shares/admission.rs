@@ -178,10 +178,10 @@ impl<'a> Admission<'a> {
     /// holds no permit of its own); whether the call may wait.
     #[inline(always)]
     fn enter_partition(&self, holds: &mut Holds<'a>) -> bool {
-        if self.bulkhead.shares().partitions().is_none() {
+        let Some(table) = self.bulkhead.shares().partitions() else {
             return true;
-        }
-        match self.partition_state() {
+        };
+        match self.partition.and_then(|index| table.get(index)) {
             Some(_) if self.bulkhead.entered_here() => true,
             Some(partition) => {
                 holds.partition = Some(partition);
