@@ -4,7 +4,13 @@
 //! sample time, warmed up, then sampled `SAMPLES` times. Samples of the contenders of one
 //! workload are **interleaved** (round-robin, rotating who goes first), so that load from
 //! other processes on a shared machine falls on ours and the peers alike; each figure is the
-//! median of its samples, per iteration. Ratios compare medians taken in the same run.
+//! median of its samples, per iteration.
+//!
+//! A ratio is the **median of the per-round ratios** (ours / peer in each round, both
+//! sampled moments apart), printed with the range of those ratios: this machine switches
+//! between regimes (cheap and dear cache-line transfers, fast and slow wake-ups) for
+//! seconds to minutes, and a round sits in one regime. A narrow range says the run saw one
+//! regime; a wide one shows both, and the median says which the run mostly saw.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -59,6 +65,8 @@ pub struct Measured {
     /// Fastest and slowest sample, nanoseconds per iteration.
     pub min: f64,
     pub max: f64,
+    /// Every sample, nanoseconds per iteration, in round order.
+    pub rounds: Vec<f64>,
 }
 
 /// Times every contender of one workload, interleaving their samples.
@@ -80,13 +88,15 @@ pub fn measure(sample_time: Duration, contenders: Vec<Contender<'_>>) -> Vec<Mea
     contenders
         .iter()
         .zip(samples)
-        .map(|(c, mut s)| {
+        .map(|(c, rounds)| {
+            let mut s = rounds.clone();
             s.sort_by(f64::total_cmp);
             Measured {
                 name: c.name.clone(),
                 ns: s[s.len() / 2],
                 min: s[0],
                 max: s[s.len() - 1],
+                rounds,
             }
         })
         .collect()
@@ -136,6 +146,9 @@ pub struct Cell {
     pub unit: Unit,
     /// Appended after the figure (e.g. an allocation count).
     pub note: String,
+    /// The figure of each round, in round order, when the workload alternated its
+    /// contenders in rounds (empty otherwise, e.g. for the Java peers).
+    pub rounds: Vec<f64>,
 }
 
 #[derive(Clone, Copy)]
@@ -148,20 +161,20 @@ pub enum Unit {
 
 impl Cell {
     pub fn of(m: &Measured) -> Cell {
-        Cell {
-            label: m.name.clone(),
-            value: Some(m.ns),
-            unit: Unit::Nanos,
-            note: String::new(),
-        }
+        Cell::nanos(m.name.clone(), m.ns).with_rounds(m.rounds.clone())
     }
 
     pub fn nanos(label: impl Into<String>, ns: f64) -> Cell {
+        Cell::value(label, ns, Unit::Nanos)
+    }
+
+    pub fn value(label: impl Into<String>, value: f64, unit: Unit) -> Cell {
         Cell {
             label: label.into(),
-            value: Some(ns),
-            unit: Unit::Nanos,
+            value: Some(value),
+            unit,
             note: String::new(),
+            rounds: Vec::new(),
         }
     }
 
@@ -171,11 +184,18 @@ impl Cell {
             value: None,
             unit: Unit::Nanos,
             note: why.into(),
+            rounds: Vec::new(),
         }
     }
 
     pub fn with_note(mut self, note: impl Into<String>) -> Cell {
         self.note = note.into();
+        self
+    }
+
+    /// The figure of each round, for the per-round ratios of [`Ratio::of`].
+    pub fn with_rounds(mut self, rounds: Vec<f64>) -> Cell {
+        self.rounds = rounds;
         self
     }
 
@@ -208,31 +228,83 @@ pub fn format_value(v: f64, unit: Unit) -> String {
     }
 }
 
+/// A row's ratio of ours to the peer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ratio {
+    /// The median of the per-round ratios, or the ratio of the medians when the cells have
+    /// no rounds to pair (or one round each).
+    pub median: f64,
+    /// The lowest and highest per-round ratio.
+    pub range: Option<(f64, f64)>,
+}
+
+impl Ratio {
+    /// Ours / peer, round by round when both have the same rounds.
+    pub fn of(ours: &Cell, peer: &Cell) -> Option<Ratio> {
+        let (a, b) = (ours.value?, peer.value?);
+        if !matches!(ours.unit, Unit::Nanos) || b <= 0.0 {
+            return None;
+        }
+        let paired = ours.rounds.len() > 1 && ours.rounds.len() == peer.rounds.len();
+        if !paired {
+            return Some(Ratio {
+                median: a / b,
+                range: None,
+            });
+        }
+        let mut per_round: Vec<f64> = ours
+            .rounds
+            .iter()
+            .zip(&peer.rounds)
+            .map(|(a, b)| a / b)
+            .collect();
+        per_round.sort_by(f64::total_cmp);
+        let n = per_round.len();
+        let median = if n % 2 == 1 {
+            per_round[n / 2]
+        } else {
+            (per_round[n / 2 - 1] + per_round[n / 2]) / 2.0
+        };
+        Some(Ratio {
+            median,
+            range: Some((per_round[0], per_round[n - 1])),
+        })
+    }
+}
+
+impl std::fmt::Display for Ratio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.2}×", self.median)?;
+        if let Some((low, high)) = self.range {
+            write!(f, " ({low:.2}–{high:.2})")?;
+        }
+        Ok(())
+    }
+}
+
 impl Row {
-    /// Whether this row meets a target of the form `≤ N×` (the ratio) or `≤ N ns` (ours).
+    /// Whether this row meets a target of the form `≤ N×` (the median per-round ratio) or
+    /// `≤ N ns` (ours).
     fn met(&self) -> Option<bool> {
         let bound = self.target.strip_prefix('≤')?.trim();
         let number = |s: &str| s.trim().parse::<f64>().ok();
         let ours = self.ours.value?;
         if let Some(ratio) = bound.strip_suffix('×') {
-            return Some(ours / self.peer.value? <= number(ratio)?);
+            return Some(Ratio::of(&self.ours, &self.peer)?.median <= number(ratio)?);
         }
         let ns = bound.split(',').next()?.strip_suffix("ns")?;
         Some(ours <= number(ns)?)
     }
 
     fn ratio(&self) -> String {
-        match (self.ours.value, self.peer.value, self.ours.unit) {
-            (Some(a), Some(b), Unit::Nanos) if b > 0.0 => format!("{:.2}×", a / b),
-            _ => "–".to_string(),
-        }
+        Ratio::of(&self.ours, &self.peer).map_or("–".to_string(), |r| r.to_string())
     }
 }
 
 /// The table as Markdown: every row, in workload order.
 pub fn render_table(rows: &[Row]) -> String {
     let mut out = String::new();
-    out.push_str("| workload | ours | peer | ratio | target |\n");
+    out.push_str("| workload | ours | peer | ratio (range over rounds) | target |\n");
     out.push_str("|---|---|---|---|---|\n");
     for r in rows {
         let _ = writeln!(
@@ -254,7 +326,7 @@ pub fn render_table(rows: &[Row]) -> String {
 /// reader). Short labels: the full table above names every contender.
 pub fn render_headline(rows: &[Row]) -> String {
     let mut out = String::new();
-    out.push_str("| row | ours | peer | ratio | target | met |\n");
+    out.push_str("| row | ours | peer | ratio (range over rounds) | target | met |\n");
     out.push_str("|---|---|---|---|---|---|\n");
     for r in rows.iter().filter(|r| r.target.starts_with('≤')) {
         let value = |c: &Cell| c.value.map_or("–".to_string(), |v| format_value(v, c.unit));

@@ -141,6 +141,7 @@ pub fn add_rows(java: &BTreeMap<String, f64>, rows: &mut Vec<Row>, wanted: bool)
                 value: ours.1,
                 unit: Unit::Nanos,
                 note: ours.2,
+                rounds: Vec::new(),
             },
             peer,
             target: target.into(),

@@ -18,128 +18,164 @@ use bulkhead_core::{Partition, SemaphoreBulkhead, ThreadPoolBulkhead};
 
 use crate::fixtures::{
     QUEUE, WORKERS, full_pool, full_semaphore, full_semaphore_shared_name, pool_config,
-    semaphore_config,
+    semaphore_config, tokio_runtime,
 };
-use crate::peers::CrossbeamPool;
-use crate::workloads::pool_throughput::{callers, crossbeam_window, ours_window};
+use crate::peers::{BoundedBlocking, BoundedPool, CrossbeamPool, RayonPool, wait};
+use crate::workloads::pool_throughput::{
+    bounded_blocking_window, bounded_window, callers, crossbeam_window, ours_window, rayon_window,
+    tokio_window,
+};
+
+/// A `--profile` workload: its name, and what sets up its loop and runs it `n` times.
+type ProfileWorkload = (&'static str, fn(u64));
 
 /// The workloads `--profile` knows.
-pub const WORKLOADS: &[&str] = &[
-    "attribute-call",
-    "attribute-refusal",
-    "semaphore-call",
-    "semaphore-try",
-    "tokio-try",
-    "semaphore-call-async",
-    "semaphore-acquire-async",
-    "tokio-acquire",
-    "semaphore-refusal",
-    "semaphore-refusal-shared",
-    "pool-refusal",
-    "pool-round-trip",
-    "pool-async-round-trip",
-    "tokio-blocking-round-trip",
-    "crossbeam-round-trip",
-    "pool-window",
-    "crossbeam-window",
-    "pool-window-callers",
-    "crossbeam-window-callers",
-    "partition-call",
-    "attribute-partition-call",
-    "keyed-call",
+pub const WORKLOADS: &[ProfileWorkload] = &[
+    ("attribute-call", profile_loop_attribute_call),
+    ("attribute-refusal", |n| {
+        let (_sem, _held) = crate::attribute::full_attribute();
+        profile_loop_attribute_refusal(n);
+    }),
+    ("semaphore-call", |n| {
+        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
+        profile_loop_semaphore_call(&sem, n);
+    }),
+    ("semaphore-try", |n| {
+        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
+        profile_loop_semaphore_try(&sem, n);
+    }),
+    ("tokio-try", |n| {
+        let sem = tokio::sync::Semaphore::new(25);
+        profile_loop_tokio_try(&sem, n);
+    }),
+    ("semaphore-call-async", |n| {
+        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
+        profile_loop_semaphore_call_async(&sem, n);
+    }),
+    ("semaphore-acquire-async", |n| {
+        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
+        profile_loop_semaphore_acquire_async(&sem, n);
+    }),
+    ("tokio-acquire", |n| {
+        let sem = tokio::sync::Semaphore::new(25);
+        profile_loop_tokio_acquire(&sem, n);
+    }),
+    ("semaphore-refusal", |n| {
+        let (sem, _held) = full_semaphore();
+        profile_loop_semaphore_refusal(&sem, n);
+    }),
+    ("semaphore-refusal-shared", |n| {
+        let (sem, _held) = full_semaphore_shared_name();
+        profile_loop_semaphore_refusal(&sem, n);
+    }),
+    ("tokio-refusal", |n| {
+        let sem = tokio::sync::Semaphore::new(1);
+        let _held = sem.try_acquire();
+        profile_loop_tokio_refusal(&sem, n);
+    }),
+    // A sync refusal and an async one per iteration.
+    ("pool-refusal", |n| {
+        let (pool, _held) = full_pool();
+        profile_loop_pool_refusal(&pool, n);
+    }),
+    ("pool-call-refusal", |n| {
+        let (pool, _held) = full_pool();
+        profile_loop_pool_call_refusal(&pool, n);
+    }),
+    ("pool-async-refusal", |n| {
+        let (pool, _held) = full_pool();
+        profile_loop_pool_async_refusal(&pool, n);
+    }),
+    ("pool-round-trip", |n| {
+        let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
+        profile_loop_pool_round_trip(&pool, n);
+    }),
+    ("pool-async-round-trip", |n| {
+        let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
+        profile_loop_pool_async_round_trip(&pool, n);
+    }),
+    ("tokio-blocking-round-trip", |n| {
+        let rt = tokio_runtime();
+        profile_loop_tokio_blocking_round_trip(&rt, n);
+    }),
+    ("crossbeam-round-trip", |n| {
+        let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
+        profile_loop_crossbeam_round_trip(&pool, n);
+    }),
+    ("bounded-round-trip", |n| {
+        let pool = BoundedPool::new(WORKERS as usize, QUEUE as usize);
+        profile_loop_bounded_round_trip(&pool, n);
+    }),
+    ("bounded-blocking-round-trip", |n| {
+        let pool = BoundedBlocking::new(tokio_runtime(), WORKERS as usize, QUEUE as usize);
+        profile_loop_bounded_blocking_round_trip(&pool, n);
+    }),
+    ("rayon-round-trip", |n| {
+        let pool = RayonPool::new(WORKERS as usize);
+        profile_loop_rayon_round_trip(&pool, n);
+    }),
+    ("pool-window", |n| {
+        let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
+        profile_loop_pool_window(&pool, n);
+    }),
+    ("crossbeam-window", |n| {
+        let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
+        profile_loop_crossbeam_window(&pool, n);
+    }),
+    ("tokio-blocking-window", |n| {
+        let rt = tokio_runtime();
+        profile_loop_tokio_blocking_window(&rt, n);
+    }),
+    ("bounded-window", |n| {
+        let pool = BoundedPool::new(WORKERS as usize, QUEUE as usize);
+        profile_loop_bounded_window(&pool, n);
+    }),
+    ("bounded-blocking-window", |n| {
+        let pool = BoundedBlocking::new(tokio_runtime(), WORKERS as usize, QUEUE as usize);
+        profile_loop_bounded_blocking_window(&pool, n);
+    }),
+    ("rayon-window", |n| {
+        let pool = RayonPool::new(WORKERS as usize);
+        profile_loop_rayon_window(&pool, n);
+    }),
+    ("pool-window-callers", |n| {
+        let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
+        profile_loop_pool_window_callers(&pool, n);
+    }),
+    ("crossbeam-window-callers", |n| {
+        let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
+        profile_loop_crossbeam_window_callers(&pool, n);
+    }),
+    ("bounded-window-callers", |n| {
+        let pool = BoundedPool::new(WORKERS as usize, QUEUE as usize);
+        profile_loop_bounded_window_callers(&pool, n);
+    }),
+    ("partition-call", |n| {
+        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
+            .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+        profile_loop_partition_call(&sem.partition("live").expect("declared above"), n);
+    }),
+    (
+        "attribute-partition-call",
+        profile_loop_attribute_partition_call,
+    ),
+    ("keyed-call", |n| {
+        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
+            .with_per_key(Some(&PerKeyConfig::new(5)));
+        let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
+        profile_loop_keyed_call(&sem, &tenants, n);
+    }),
 ];
 
+/// Runs the workload named `workload` `n` times, or says which names there are.
 pub fn run(workload: &str, n: u64) {
-    match workload {
-        "attribute-call" => profile_loop_attribute_call(n),
-        "attribute-refusal" => {
-            let (_sem, _held) = crate::attribute::full_attribute();
-            profile_loop_attribute_refusal(n);
-        }
-        "semaphore-call" => {
-            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
-            profile_loop_semaphore_call(&sem, n);
-        }
-        "semaphore-try" => {
-            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
-            profile_loop_semaphore_try(&sem, n);
-        }
-        "tokio-try" => {
-            let sem = tokio::sync::Semaphore::new(25);
-            profile_loop_tokio_try(&sem, n);
-        }
-        "semaphore-call-async" => {
-            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
-            profile_loop_semaphore_call_async(&sem, n);
-        }
-        "semaphore-acquire-async" => {
-            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
-            profile_loop_semaphore_acquire_async(&sem, n);
-        }
-        "tokio-acquire" => {
-            let sem = tokio::sync::Semaphore::new(25);
-            profile_loop_tokio_acquire(&sem, n);
-        }
-        "semaphore-refusal" => {
-            let (sem, _held) = full_semaphore();
-            profile_loop_semaphore_refusal(&sem, n);
-        }
-        "semaphore-refusal-shared" => {
-            let (sem, _held) = full_semaphore_shared_name();
-            profile_loop_semaphore_refusal(&sem, n);
-        }
-        "pool-refusal" => {
-            let (pool, _held) = full_pool();
-            profile_loop_pool_refusal(&pool, n);
-        }
-        "pool-round-trip" => {
-            let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
-            profile_loop_pool_round_trip(&pool, n);
-        }
-        "pool-async-round-trip" => {
-            let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
-            profile_loop_pool_async_round_trip(&pool, n);
-        }
-        "tokio-blocking-round-trip" => {
-            let rt = crate::fixtures::tokio_runtime();
-            profile_loop_tokio_blocking_round_trip(&rt, n);
-        }
-        "crossbeam-round-trip" => {
-            let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
-            profile_loop_crossbeam_round_trip(&pool, n);
-        }
-        "pool-window" => {
-            let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
-            profile_loop_pool_window(&pool, n);
-        }
-        "crossbeam-window" => {
-            let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
-            profile_loop_crossbeam_window(&pool, n);
-        }
-        "pool-window-callers" => {
-            let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
-            profile_loop_pool_window_callers(&pool, n);
-        }
-        "crossbeam-window-callers" => {
-            let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
-            profile_loop_crossbeam_window_callers(&pool, n);
-        }
-        "partition-call" => {
-            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
-                .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
-            profile_loop_partition_call(&sem.partition("live").expect("declared above"), n);
-        }
-        "attribute-partition-call" => profile_loop_attribute_partition_call(n),
-        "keyed-call" => {
-            let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
-                .with_per_key(Some(&PerKeyConfig::new(5)));
-            let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
-            profile_loop_keyed_call(&sem, &tenants, n);
-        }
-        other => {
+    match WORKLOADS.iter().find(|(name, _)| *name == workload) {
+        Some((_, run)) => run(n),
+        None => {
+            let names: Vec<&str> = WORKLOADS.iter().map(|(name, _)| *name).collect();
             eprintln!(
-                "unknown workload {other:?}; one of: {}",
-                WORKLOADS.join(", ")
+                "unknown workload {workload:?}; one of: {}",
+                names.join(", ")
             );
             std::process::exit(2);
         }
@@ -251,6 +287,32 @@ fn profile_loop_pool_refusal(pool: &ThreadPoolBulkhead, n: u64) {
 }
 
 #[inline(never)]
+fn profile_loop_tokio_refusal(sem: &tokio::sync::Semaphore, n: u64) {
+    for _ in 0..n {
+        black_box(sem.try_acquire().is_err());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_pool_call_refusal(pool: &ThreadPoolBulkhead, n: u64) {
+    for i in 0..n {
+        black_box(pool.call(i, |x| x + 1).is_err());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_pool_async_refusal(pool: &ThreadPoolBulkhead, n: u64) {
+    let mut cx = Context::from_waker(Waker::noop());
+    for i in 0..n {
+        let mut call = pool.call_async(i, |x| async move { x + 1 });
+        black_box(matches!(
+            Pin::new(&mut call).poll(&mut cx),
+            Poll::Ready(Err(_))
+        ));
+    }
+}
+
+#[inline(never)]
 fn profile_loop_pool_round_trip(pool: &ThreadPoolBulkhead, n: u64) {
     for i in 0..n {
         black_box(pool.call(i, |x| x + 1).ok());
@@ -268,7 +330,7 @@ fn profile_loop_pool_async_round_trip(pool: &ThreadPoolBulkhead, n: u64) {
 #[inline(never)]
 fn profile_loop_tokio_blocking_round_trip(rt: &tokio::runtime::Runtime, n: u64) {
     for i in 0..n {
-        black_box(futures_executor::block_on(rt.spawn_blocking(move || i + 1)).ok());
+        black_box(wait(rt.spawn_blocking(move || i + 1)));
     }
 }
 
@@ -277,6 +339,52 @@ fn profile_loop_crossbeam_round_trip(pool: &CrossbeamPool, n: u64) {
     for i in 0..n {
         black_box(pool.call(move || i + 1));
     }
+}
+
+#[inline(never)]
+fn profile_loop_bounded_round_trip(pool: &BoundedPool, n: u64) {
+    for i in 0..n {
+        black_box(pool.submit(move || i + 1).ok().and_then(wait));
+    }
+}
+
+#[inline(never)]
+fn profile_loop_bounded_blocking_round_trip(pool: &BoundedBlocking, n: u64) {
+    for i in 0..n {
+        black_box(pool.submit(move || i + 1).ok().and_then(wait));
+    }
+}
+
+#[inline(never)]
+fn profile_loop_rayon_round_trip(pool: &RayonPool, n: u64) {
+    for i in 0..n {
+        black_box(wait(pool.submit(move || i + 1)));
+    }
+}
+
+#[inline(never)]
+fn profile_loop_tokio_blocking_window(rt: &tokio::runtime::Runtime, n: u64) {
+    tokio_window(rt, n);
+}
+
+#[inline(never)]
+fn profile_loop_bounded_window(pool: &BoundedPool, n: u64) {
+    bounded_window(pool, n);
+}
+
+#[inline(never)]
+fn profile_loop_bounded_blocking_window(pool: &BoundedBlocking, n: u64) {
+    bounded_blocking_window(pool, n);
+}
+
+#[inline(never)]
+fn profile_loop_rayon_window(pool: &RayonPool, n: u64) {
+    rayon_window(pool, n);
+}
+
+#[inline(never)]
+fn profile_loop_bounded_window_callers(pool: &BoundedPool, n: u64) {
+    black_box(callers(n, &|tasks| bounded_window(pool, tasks)));
 }
 
 #[inline(never)]

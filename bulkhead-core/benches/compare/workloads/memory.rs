@@ -71,6 +71,7 @@ pub fn run(_: &Settings, rows: &mut Vec<Row>) {
         value: Some(kib),
         unit: Unit::KiB,
         note: format!("{allocs} allocations"),
+        rounds: Vec::new(),
     };
     let ours_cases: [(&str, (f64, u64)); 3] = [
         (
@@ -102,6 +103,7 @@ pub fn run(_: &Settings, rows: &mut Vec<Row>) {
             value: Some(kib),
             unit: Unit::KiB,
             note: format!("{allocs} allocations"),
+            rounds: Vec::new(),
         },
         peer: peer(tokio),
         target: "flat".into(),
@@ -117,6 +119,7 @@ pub fn run(_: &Settings, rows: &mut Vec<Row>) {
                 value: Some(kib),
                 unit: Unit::KiB,
                 note: format!("{allocs} allocations"),
+                rounds: Vec::new(),
             },
             peer: peer(tokio),
             target: "flat".into(),

@@ -1,6 +1,7 @@
 //! Workload 4: thread-pool throughput with several callers, each keeping a window of
-//! tasks in flight (and blocking callers), vs a crossbeam-channel pool and
-//! `spawn_blocking`.
+//! tasks in flight (and blocking callers), vs a crossbeam-channel pool, `spawn_blocking`,
+//! and the bounded peers of `peers.rs` (the CAS-admission pool, `spawn_blocking` under a
+//! semaphore, rayon's `spawn`), whose windows await a future per task as ours do.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -13,7 +14,7 @@ use bulkhead_core::ThreadPoolBulkhead;
 
 use crate::fixtures::{QUEUE, WORKERS, pool_config, tokio_runtime};
 use crate::harness::{Cell, Row, Settings, find, measure, report, timed};
-use crate::peers::CrossbeamPool;
+use crate::peers::{BoundedBlocking, BoundedPool, CrossbeamPool, RayonPool, Refused};
 use crate::workloads::Workload;
 
 /// Callers in the throughput workloads.
@@ -24,6 +25,9 @@ const WINDOW: usize = 32;
 pub const WINDOW_OURS: &str = "ThreadPoolBulkhead::call_async";
 pub const WINDOW_CROSSBEAM: &str = "crossbeam-channel pool";
 pub const WINDOW_TOKIO: &str = "tokio spawn_blocking";
+pub const WINDOW_BOUNDED: &str = "bounded peer: CAS admission + try_send + oneshot";
+pub const WINDOW_BOUNDED_BLOCKING: &str = "spawn_blocking under a Semaphore, try_acquire";
+pub const WINDOW_RAYON: &str = "rayon spawn + oneshot";
 pub const BLOCKING_OURS: &str = "ThreadPoolBulkhead::call, blocking";
 pub const BLOCKING_CROSSBEAM: &str = "crossbeam-channel pool, blocking";
 
@@ -103,25 +107,56 @@ fn deque_for<T>(_make: &impl Fn(u64) -> T) -> VecDeque<T> {
     VecDeque::with_capacity(WINDOW)
 }
 
-fn tokio_window(rt: &tokio::runtime::Runtime, tasks: u64) {
-    let spawn = |i: u64| rt.spawn_blocking(move || i + 1);
-    let mut window = deque_for(&spawn);
+/// A peer's window: `submit` admits a task (or refuses it) and returns the future of its
+/// result, awaited `WINDOW` tasks later with [`settle`], as ours are.
+pub fn peer_window<F, T, E>(tasks: u64, submit: impl Fn(u64) -> Result<F, Refused>)
+where
+    F: Future<Output = Result<T, E>> + Unpin,
+{
+    let mut window: VecDeque<F> = VecDeque::with_capacity(WINDOW);
+    let mut failed = 0u64;
     for i in 0..tasks {
         if window.len() == WINDOW {
             let oldest = window.pop_front().expect("a full window");
-            black_box(settle(oldest).ok());
+            failed += u64::from(settle(oldest).is_err());
         }
-        window.push_back(spawn(i));
+        match submit(i) {
+            Ok(reply) => window.push_back(reply),
+            Err(Refused) => failed += 1,
+        }
     }
-    for handle in window {
-        black_box(settle(handle).ok());
+    for reply in window {
+        failed += u64::from(settle(reply).is_err());
     }
+    assert_eq!(
+        failed, 0,
+        "a throughput peer refused or lost work: size it for the window"
+    );
+}
+
+pub fn tokio_window(rt: &tokio::runtime::Runtime, tasks: u64) {
+    peer_window(tasks, |i| Ok(rt.spawn_blocking(move || i + 1)));
+}
+
+pub fn bounded_window(pool: &BoundedPool, tasks: u64) {
+    peer_window(tasks, |i| pool.submit(move || i + 1));
+}
+
+pub fn bounded_blocking_window(pool: &BoundedBlocking, tasks: u64) {
+    peer_window(tasks, |i| pool.submit(move || i + 1));
+}
+
+pub fn rayon_window(pool: &RayonPool, tasks: u64) {
+    peer_window(tasks, |i| Ok(pool.submit(move || i + 1)));
 }
 
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let ours = ThreadPoolBulkhead::new("bench-throughput", &pool_config(WORKERS, QUEUE));
     let crossbeam = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
     let rt = tokio_runtime();
+    let bounded = BoundedPool::new(WORKERS as usize, QUEUE as usize);
+    let bounded_blocking = BoundedBlocking::new(tokio_runtime(), WORKERS as usize, QUEUE as usize);
+    let rayon = RayonPool::new(WORKERS as usize);
     let results = measure(
         settings.slow,
         vec![
@@ -133,6 +168,17 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
             }),
             timed(WINDOW_TOKIO, |n| {
                 callers(n, &|tasks| tokio_window(&rt, tasks))
+            }),
+            timed(WINDOW_BOUNDED, |n| {
+                callers(n, &|tasks| bounded_window(&bounded, tasks))
+            }),
+            timed(WINDOW_BOUNDED_BLOCKING, |n| {
+                callers(n, &|tasks| {
+                    bounded_blocking_window(&bounded_blocking, tasks)
+                })
+            }),
+            timed(WINDOW_RAYON, |n| {
+                callers(n, &|tasks| rayon_window(&rayon, tasks))
             }),
             timed(BLOCKING_OURS, |n| {
                 callers(n, &|tasks| {
@@ -155,7 +201,10 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let blocking = format!("throughput, {CALLERS} blocking callers, ns/task");
     for (workload, ours, peer, target) in [
         (&window, WINDOW_OURS, WINDOW_CROSSBEAM, "≤ 1.0×"),
+        (&window, WINDOW_OURS, WINDOW_BOUNDED, "≤ 1.0×"),
         (&window, WINDOW_OURS, WINDOW_TOKIO, "–"),
+        (&window, WINDOW_OURS, WINDOW_BOUNDED_BLOCKING, "–"),
+        (&window, WINDOW_OURS, WINDOW_RAYON, "–"),
         (&blocking, BLOCKING_OURS, BLOCKING_CROSSBEAM, "–"),
     ] {
         rows.push(Row {

@@ -116,12 +116,14 @@ fn memory(rows: &mut Vec<Row>) {
             value: Some(kib),
             unit: Unit::KiB,
             note: format!("{allocs} allocations, {tracked} keys tracked after"),
+            rounds: Vec::new(),
         },
         peer: Cell {
             label: "SemaphoreBulkhead::call (plain)".into(),
             value: Some(plain_kib),
             unit: Unit::KiB,
             note: format!("{plain_allocs} allocations"),
+            rounds: Vec::new(),
         },
         target: "flat".into(),
     });

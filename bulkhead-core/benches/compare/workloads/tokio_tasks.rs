@@ -147,7 +147,9 @@ fn rows_of(
     peer.latencies.sort_unstable();
     let calls_per_s = |ns: f64| format!("{:.2} M calls/s", 1e3 / ns);
     let per_call = |f: &Figures, label: &str| {
-        Cell::nanos(label, f.median_per_call()).with_note(calls_per_s(f.median_per_call()))
+        Cell::nanos(label, f.median_per_call())
+            .with_note(calls_per_s(f.median_per_call()))
+            .with_rounds(f.per_call.clone())
     };
     rows.push(Row {
         workload,
