@@ -8,8 +8,12 @@
 //!
 //! Set `BENCH_QUICK=1` for a short smoke run (shorter samples; no Java), `BENCH_NO_JAVA=1` to
 //! skip the Java peers. `--profile <workload> <iterations>` runs one workload's loop alone,
-//! for callgrind (see `profile.rs`). `BENCH_ONLY=7` (a comma-separated list of workload
-//! keys, [`Workload::key`]) runs only those workloads.
+//! for callgrind (see `profile.rs`; `benches/instructions.sh` counts every loop's
+//! instructions per operation). `BENCH_ONLY=7` (a comma-separated list of workload keys,
+//! [`Workload::key`]) runs only those workloads.
+//!
+//! A ratio in the table is the median of the per-round ratios, with their range
+//! (`harness.rs`): the range shows which of the machine's regimes the run saw.
 
 mod alloc;
 mod attribute;
@@ -30,8 +34,8 @@ use workloads::Workload;
 static GLOBAL: alloc::CountingAlloc = alloc::CountingAlloc;
 
 fn main() {
-    // `cargo bench` passes `--bench`; a filter or `--test` (from `cargo test --benches`)
-    // means a smoke run.
+    // `cargo bench` passes `--bench`; `--test` (given by hand: `cargo test --benches` passes
+    // nothing to a bench without the libtest harness) means a smoke run, as `BENCH_QUICK` does.
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(at) = args.iter().position(|a| a == "--profile") {
         let workload = args.get(at + 1).map_or("", String::as_str);
@@ -60,7 +64,7 @@ fn main() {
     let header = machine();
     eprintln!("{header}");
     eprintln!(
-        "method: median of {} interleaved samples (~{:?} / {:?} each) per contender",
+        "method: {} interleaved rounds (~{:?} / {:?} per contender each); ratios per round",
         harness::SAMPLES,
         settings.fast,
         settings.slow
@@ -95,7 +99,7 @@ fn main() {
 
     println!("{header}; at end: {}", load_average());
     println!(
-        "method: median of {} interleaved samples per contender; ratio = ours / peer (lower is better); run took {:.0?}\n",
+        "method: {} interleaved rounds; each figure the median of its rounds; ratio = ours / peer (lower is better), the median of the per-round ratios (range over the rounds); run took {:.0?}\n",
         harness::SAMPLES,
         started.elapsed()
     );

@@ -1,7 +1,9 @@
 //! `compare --profile <workload> <iterations>`: one workload's loop alone, for a profiler.
 //!
-//! Each loop is its own `#[inline(never)]` function named `profile_loop_*`, so callgrind
-//! can count instructions inside it only and divide by the iterations:
+//! `bulkhead-core/benches/instructions.sh` runs these loops under callgrind and prints the
+//! instructions per operation, ours beside the peers', as the tables of
+//! `docs/benchmarks.md`. Each loop is its own `#[inline(never)]` function named
+//! `profile_loop_*`, so a profile can also be narrowed to one loop on the caller's thread:
 //!
 //! ```text
 //! valgrind --tool=callgrind --toggle-collect='*profile_loop_*' \
