@@ -12,7 +12,7 @@
 # loop's count is the caller's and the workers' work together, their waiting included
 # (valgrind runs one thread at a time, so a waiting thread spins and yields little).
 #
-# The futex / context-switch counts run the loops at full speed (`perf stat`, or `strace -c`
+# The futex / context-switch counts run the loops at full speed, REPEATS times each (`perf stat`, or `strace -c`
 # and `/usr/bin/time` where perf cannot count syscalls): they depend on timing — whether a
 # worker is still awake when the next task arrives — so they move with the machine's load,
 # which the table's header states.
@@ -149,7 +149,7 @@ if perf stat -e 'syscalls:sys_enter_futex' true >/dev/null 2>&1; then
         perf stat -x, -e 'syscalls:sys_enter_futex,context-switches,cpu-migrations' \
             "$bin" --profile "$1" "$2" 2>&1 >/dev/null |
             awk -F, '/sys_enter_futex/ { f = $1 } /context-switches/ { c = $1 } /cpu-migrations/ { m = $1 }
-                     END { print f + 0, c + 0, m + 0 }'
+                     END { print (f == "" ? "-" : f), (c == "" ? "-" : c), (m == "" ? "-" : m) }'
     }
 elif command -v strace >/dev/null && [ -x /usr/bin/time ]; then
     method="\`strace -f -c -e trace=futex\` (futex) and getrusage through \`/usr/bin/time\` (context switches, voluntary + involuntary; no migrations)"
@@ -159,7 +159,7 @@ elif command -v strace >/dev/null && [ -x /usr/bin/time ]; then
             awk '$NF == "futex" { print $4 }')
         c=$(/usr/bin/time -f '%w %c' "$bin" --profile "$1" "$2" 2>&1 >/dev/null | tail -n 1 |
             awk '{ print $1 + $2 }')
-        echo "${f:-0} ${c:-0} 0"
+        echo "${f:--} ${c:--} -"
     }
 else
     echo
@@ -168,17 +168,39 @@ else
 fi
 
 echo
-echo "Row 3, per round trip (marginal: a run of $SYSCALLS_N round trips less a run of one, at full speed; load average $(cut -d' ' -f1-3 /proc/loadavg) before, these counts move with it) — $method:"
+echo "Row 3, per round trip, at full speed: $REPEATS runs of $SYSCALLS_N round trips each, the median and the range (set-up included: under 20 events a run); load average $(cut -d' ' -f1-3 /proc/loadavg) before — these counts move with the load and the regime. $method:"
 echo
-echo "| loop | futex calls | context switches | CPU migrations |"
+echo "| loop | futex calls | context switches | CPU migrations per 1 000 |"
 echo "|---|---|---|---|"
+# The median (range) of one column of per-run figures, or "n/a" if a count was not taken
+# (perf's "<not supported>", or "-").
+summary() {
+    sort -g | awk -v digits="$1" '
+        $1 !~ /^[0-9.]+$/ { bad = 1 }
+        { v[NR] = $1 }
+        END {
+            if (bad || NR == 0) { print "n/a"; exit }
+            m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+            s = sprintf("%." digits "f", m)
+            lo = sprintf("%." digits "f", v[1])
+            hi = sprintf("%." digits "f", v[NR])
+            if (lo != hi) s = s " (" lo "–" hi ")"
+            print s
+        }'
+}
+# A run's count per round trip, times `scale`; "-" if it was not taken.
+per_trip() {
+    awk -v x="$1" -v n="$SYSCALLS_N" -v k="$2" 'BEGIN { if (x ~ /^[0-9]+$/) print x * k / n; else print "-" }'
+}
 for w in pool-round-trip crossbeam-round-trip bounded-round-trip pool-async-round-trip \
     tokio-blocking-round-trip bounded-blocking-round-trip rayon-round-trip; do
-    read -r f1 c1 m1 <<<"$(counts "$w" 1)"
-    read -r f2 c2 m2 <<<"$(counts "$w" $((SYSCALLS_N + 1)))"
-    awk -v w="$w" -v n="$SYSCALLS_N" -v f1="$f1" -v f2="$f2" -v c1="$c1" -v c2="$c2" \
-        -v m1="$m1" -v m2="$m2" \
-        'BEGIN { printf "| `%s` | %.2f | %.2f | %.3f |\n", w, (f2 - f1) / n, (c2 - c1) / n, (m2 - m1) / n }'
+    futex=() switches=() migrations=()
+    for ((r = 0; r < REPEATS; r++)); do
+        read -r f c m <<<"$(counts "$w" "$SYSCALLS_N")"
+        futex+=("$(per_trip "$f" 1)") switches+=("$(per_trip "$c" 1)") migrations+=("$(per_trip "$m" 1000)")
+    done
+    echo "| \`$w\` | $(printf '%s\n' "${futex[@]}" | summary 2) | $(printf '%s\n' "${switches[@]}" | summary 2) | $(printf '%s\n' "${migrations[@]}" | summary 1) |"
+    echo "  $w: futex ${futex[*]}; context switches ${switches[*]}; migrations per 1 000 ${migrations[*]}" >&2
 done
 echo
 echo "(load average after: $(cut -d' ' -f1-3 /proc/loadavg))"
