@@ -3,6 +3,7 @@
 //! and their rules are documented on [`Admin`].
 
 mod events;
+mod ui;
 mod write;
 
 use std::sync::Arc;
@@ -44,6 +45,7 @@ pub fn admin() -> axum::Router {
 /// | `GET /bulkheads/events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
 /// | `GET /metrics` | the Prometheus text exposition |
 /// | `GET /reloads` | reloads applied and refused, and the last refusal's diagnostics |
+/// | `GET /ui` | a live page for a browser: every bulkhead's load, queue, refusals per second, p99s, limit over the last minutes, partitions and keys, coloured by its saturation levels (see [below](#the-live-page)) |
 /// | `PUT /config` | *write*: apply a deploy YAML (the body), layered over the declarations as at start-up (entries may give sizes only) |
 /// | `PATCH /bulkheads/{name}` | *write*: change some sizes of one bulkhead (a JSON object of its keys, e.g. `{"max_concurrent_calls": 40}`) |
 ///
@@ -136,7 +138,8 @@ impl Admin {
             .route("/bulkheads", get(list))
             .route("/bulkheads/events", get(events::stream))
             .route("/metrics", get(metrics))
-            .route("/reloads", get(reloads));
+            .route("/reloads", get(reloads))
+            .route("/ui", get(ui::serve));
         let router = if write {
             router
                 .route("/bulkheads/{name}", get(one).patch(write::resize))
