@@ -49,12 +49,17 @@ impl Latch {
 // saturation turns `warning` at half its limit, `ui-reports` a pool of 2 threads and a
 // queue of 2, `ui-tenants` a semaphore of 4 with partitions and one call per key.
 
-#[bulkhead("ui-orders")]
-fn order(hold: Option<(&Latch, &Barrier)>) -> Result<(), BulkheadError> {
+/// A call's body: with `hold`, it says it started and waits for the gate.
+fn held(hold: Option<(&Latch, &Barrier)>) {
     if let Some((gate, started)) = hold {
         started.wait();
         gate.wait();
     }
+}
+
+#[bulkhead("ui-orders")]
+fn order(hold: Option<(&Latch, &Barrier)>) -> Result<(), BulkheadError> {
+    held(hold);
     Ok(())
 }
 
@@ -68,19 +73,13 @@ fn report(gate: Option<&Latch>) -> Result<(), BulkheadError> {
 
 #[bulkhead("ui-tenants", partition = "batch", key = tenant)]
 fn batch(tenant: &str, hold: Option<(&Latch, &Barrier)>) -> Result<(), BulkheadError> {
-    if let Some((gate, started)) = hold {
-        started.wait();
-        gate.wait();
-    }
+    held(hold);
     Ok(())
 }
 
 #[bulkhead("ui-tenants", partition = "live", key = tenant)]
 fn live(tenant: &str, hold: Option<(&Latch, &Barrier)>) -> Result<(), BulkheadError> {
-    if let Some((gate, started)) = hold {
-        started.wait();
-        gate.wait();
-    }
+    held(hold);
     Ok(())
 }
 
