@@ -182,17 +182,24 @@ fn datasource() -> Value {
     json!({ "type": "prometheus", "uid": "${datasource}" })
 }
 
-/// A Grafana time-series panel at the `index`th place of a row starting at `y`.
-fn timeseries(
-    id: u32,
-    y: u32,
-    index: u32,
-    title: &str,
+/// What one time-series panel shows.
+struct Chart<'a> {
+    title: &'a str,
     description: String,
-    unit: &str,
-    queries: &[(String, &str)],
+    unit: &'a str,
+    queries: &'a [(String, &'a str)],
     thresholds: Option<(f64, f64)>,
-) -> Value {
+}
+
+/// A Grafana time-series panel at the `index`th place of a row starting at `y`.
+fn timeseries(id: u32, y: u32, index: u32, chart: Chart<'_>) -> Value {
+    let Chart {
+        title,
+        description,
+        unit,
+        queries,
+        thresholds,
+    } = chart;
     let steps = match thresholds {
         Some((warning, critical)) => json!([
             { "color": "green", "value": null },
@@ -286,11 +293,13 @@ pub fn grafana_dashboard() -> String {
             next_id(),
             1,
             index,
-            panel.title,
-            description,
-            panel.unit,
-            &panel.queries,
-            panel.thresholds,
+            Chart {
+                title: panel.title,
+                description,
+                unit: panel.unit,
+                queries: &panel.queries,
+                thresholds: panel.thresholds,
+            },
         ));
         index += 1;
     }
@@ -317,11 +326,13 @@ pub fn grafana_dashboard() -> String {
             next_id(),
             1,
             index,
-            f.name,
-            format!("{}\n\nAs published: {}.", f.help, f.metric_type.as_str()),
-            unit,
-            &[(chart(f), legend.as_str())],
-            None,
+            Chart {
+                title: f.name,
+                description: format!("{}\n\nAs published: {}.", f.help, f.metric_type.as_str()),
+                unit,
+                queries: &[(chart(f), legend.as_str())],
+                thresholds: None,
+            },
         ));
         index += 1;
     }
@@ -340,11 +351,13 @@ pub fn grafana_dashboard() -> String {
             next_id(),
             y + 1,
             i,
-            f.name,
-            f.help.to_owned(),
-            "short",
-            &[(expr, legend.as_str())],
-            None,
+            Chart {
+                title: f.name,
+                description: f.help.to_owned(),
+                unit: "short",
+                queries: &[(expr, legend.as_str())],
+                thresholds: None,
+            },
         ));
     }
     let variable = format!("label_values({}, bulkhead)", family("bulkhead_info").name);
