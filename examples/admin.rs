@@ -2,7 +2,7 @@
 //! `/metrics`, and live resizing with a token — optionally following a deploy file.
 //!
 //! ```sh
-//! cargo run --example admin                                   # http://127.0.0.1:9899/admin
+//! cargo run --example admin                                   # http://127.0.0.1:9899/admin/ui
 //! cargo run --example admin -- --watch deploy/prod.yaml       # also follows the file
 //! curl -s localhost:9899/admin/bulkheads/inventory
 //! curl -sN localhost:9899/admin/bulkheads/events             # server-sent events
@@ -89,6 +89,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let addr = listener.local_addr()?;
     println!("serving http://{addr}/admin/bulkheads (write token: {token})");
+    println!("live page: http://{addr}/admin/ui");
     let server = tokio::spawn(async move {
         axum::serve(
             listener,

@@ -6,6 +6,7 @@
 //! bulkhead schema                                 the JSON Schema
 //! bulkhead explain [--against DECLARED] FILE     the resolved table, with worst-case waits
 //! bulkhead suggest --qps N --latency D [--timeout D]
+//! bulkhead generate grafana|alerts               a Grafana dashboard, Prometheus alert rules
 //! ```
 //!
 //! Diagnostics are printed as `FILE:LINE:COL: error: <key path>: <message>` followed by the
@@ -21,6 +22,8 @@ use bulkhead_config::{
     escape_controls, worst_case_queue_wait,
 };
 use clap::{Parser, Subcommand, ValueEnum};
+
+mod generate;
 
 #[derive(Parser)]
 #[command(
@@ -77,6 +80,23 @@ enum Command {
         #[arg(long, default_value = "my-dependency")]
         name: String,
     },
+    /// Print a Grafana dashboard (JSON, Grafana 10/11) or Prometheus alert rules (YAML),
+    /// written from the metric families the bulkheads publish.
+    Generate {
+        /// What to print.
+        #[arg(value_enum)]
+        what: Generated,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Generated {
+    /// A dashboard: per-bulkhead utilisation, queue depth, refusals by reason, latency
+    /// p99, the limit in force, cluster store errors, and every other family.
+    Grafana,
+    /// Alert rules: standing queue, saturated at 80 % / 95 % of the limit, queue at
+    /// 70 % / 90 % of its capacity, refusing, cluster store errors.
+    Alerts,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -113,6 +133,13 @@ fn main() -> ExitCode {
             }
             let s = bulkhead_config::suggest(qps, latency, timeout);
             emit(&s.to_yaml(&name), ExitCode::SUCCESS)
+        }
+        Command::Generate { what } => {
+            let text = match what {
+                Generated::Grafana => generate::grafana_dashboard(),
+                Generated::Alerts => generate::alert_rules(),
+            };
+            emit(&text, ExitCode::SUCCESS)
         }
     }
 }

@@ -27,6 +27,8 @@ pub(super) struct Finished {
     pub(super) outcome: Outcome,
     pub(super) latency: Duration,
     pub(super) at: Instant,
+    /// When it was due, from the start of the schedule.
+    pub(super) due: Duration,
 }
 
 pub(super) async fn drive_load(
@@ -84,6 +86,7 @@ pub(super) async fn drive_load(
                             outcome,
                             latency,
                             at: now,
+                            due: due.saturating_duration_since(start),
                         });
                     }
                 }));
@@ -164,9 +167,27 @@ pub(super) async fn drive_load(
             }
         }
     }
+    let timeline = Endpoint::ALL
+        .iter()
+        .map(|&endpoint| {
+            let mut seconds =
+                vec![Vec::new(); scenario.schedule_length().as_secs_f64().ceil() as usize];
+            for f in finished.iter().filter(|f| f.endpoint == endpoint) {
+                if let Some(second) = seconds.get_mut(f.due.as_secs() as usize) {
+                    second.push(f.latency);
+                }
+            }
+            let p99 = seconds
+                .iter()
+                .map(|due| (!due.is_empty()).then(|| quantile(due, 0.99)))
+                .collect();
+            (endpoint, p99)
+        })
+        .collect();
     Ok(RunReport {
         setup,
         endpoints,
+        timeline,
         wall,
     })
 }

@@ -19,7 +19,12 @@
 //!
 //! See `scenario.rs` for the service, the load generator and how latency is measured.
 //! `-- --short` runs the test's shorter schedule (about 6 s per run).
+//!
+//! It also draws the runs (`chart.rs`): an SVG of each endpoint's p99 per second, the
+//! incident shaded, written to `incident.svg` in the target directory (beside `release/`)
+//! or to `-- --svg PATH`; the last line prints where.
 
+mod chart;
 mod scenario;
 
 use std::time::{Duration, Instant};
@@ -95,7 +100,29 @@ fn main() -> Result<(), String> {
         hand_sized.as_millis(),
         order_p99(Setup::SharedPool).as_millis()
     );
+    let path = svg_path();
+    std::fs::write(&path, chart::svg(&scenario, &reports))
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    println!(
+        "chart of the runs (p99 per second, incident shaded): {}",
+        path.display()
+    );
     Ok(())
+}
+
+/// `--svg PATH`, or `incident.svg` in the target directory this example was built in
+/// (`target/release/examples/incident` → `target/incident.svg`), or in the current one.
+fn svg_path() -> std::path::PathBuf {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--svg")
+        && let Some(path) = args.get(at + 1)
+    {
+        return path.into();
+    }
+    let target = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_path_buf()));
+    target.unwrap_or_default().join("incident.svg")
 }
 
 fn print_progress(progress: &Progress) {

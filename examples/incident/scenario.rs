@@ -180,7 +180,8 @@ impl Scenario {
         }
     }
 
-    fn schedule_length(&self) -> Duration {
+    /// How long requests are sent: warm-up, before and incident.
+    pub fn schedule_length(&self) -> Duration {
         self.warmup + self.before + self.incident
     }
 
@@ -310,6 +311,9 @@ pub struct RunReport {
     pub setup: Setup,
     /// Per endpoint, in [`Endpoint::ALL`] order.
     pub endpoints: Vec<EndpointReport>,
+    /// Per endpoint, in [`Endpoint::ALL`] order: the p99 latency of the requests due in
+    /// each second of the schedule (`None`: none was due).
+    pub timeline: Vec<(Endpoint, Vec<Option<Duration>>)>,
     /// How long the run took, drain included.
     pub wall: Duration,
 }

@@ -3,6 +3,7 @@
 //! and their rules are documented on [`Admin`].
 
 mod events;
+mod ui;
 mod write;
 
 use std::sync::Arc;
@@ -44,8 +45,28 @@ pub fn admin() -> axum::Router {
 /// | `GET /bulkheads/events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
 /// | `GET /metrics` | the Prometheus text exposition |
 /// | `GET /reloads` | reloads applied and refused, and the last refusal's diagnostics |
+/// | `GET /ui` | a live page for a browser: every bulkhead's load, queue, refusals per second, p99s, limit over the last minutes, partitions and keys, coloured by its saturation levels (see [below](#the-live-page)) |
 /// | `PUT /config` | *write*: apply a deploy YAML (the body), layered over the declarations as at start-up (entries may give sizes only) |
 /// | `PATCH /bulkheads/{name}` | *write*: change some sizes of one bulkhead (a JSON object of its keys, e.g. `{"max_concurrent_calls": 40}`) |
+///
+/// # The live page
+///
+/// `GET /ui` is a page for an operator's browser: one self-contained HTML document (its
+/// style and script inline; nothing is loaded from elsewhere, and its
+/// `Content-Security-Policy` lets it talk to this router only). For every bulkhead it
+/// shows the kind, running / limit, the queue's depth / capacity, waiting callers,
+/// refusals by reason (total and per second over the last 10 s), the call, wait and queue
+/// p99 since start, the limit over the last 5 minutes (an adaptive limit as it moves),
+/// partitions and per-key figures, each card coloured by its saturation level against the
+/// thresholds of its config (`saturation`), and the latest refusals as they happen.
+///
+/// It reads `GET /bulkheads` every second and listens to `GET /bulkheads/events`, both
+/// addressed relative to the page, so it works under any mount prefix; when the stream
+/// drops it says so and reopens it after 1 s, then 2 s, 4 s… at most 15 s. `?filter=pay`
+/// shows only the bulkheads whose name contains `pay`. When the data routes want a token,
+/// open the page as `…/ui#token=<token>` (a fragment never reaches a server or its logs)
+/// or type it into the form it shows on a `401`: it is kept for that browser tab and sent
+/// as `Authorization: Bearer <token>`.
 ///
 /// # Writing
 ///
@@ -136,7 +157,8 @@ impl Admin {
             .route("/bulkheads", get(list))
             .route("/bulkheads/events", get(events::stream))
             .route("/metrics", get(metrics))
-            .route("/reloads", get(reloads));
+            .route("/reloads", get(reloads))
+            .route("/ui", get(ui::serve));
         let router = if write {
             router
                 .route("/bulkheads/{name}", get(one).patch(write::resize))
