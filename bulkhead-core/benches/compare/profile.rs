@@ -39,24 +39,20 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
         profile_loop_attribute_refusal(n);
     }),
     ("semaphore-call", |n| {
-        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
-        profile_loop_semaphore_call(&sem, n);
+        profile_loop_semaphore_call(&semaphore(), n)
     }),
     ("semaphore-try", |n| {
-        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
-        profile_loop_semaphore_try(&sem, n);
+        profile_loop_semaphore_try(&semaphore(), n)
     }),
     ("tokio-try", |n| {
         let sem = tokio::sync::Semaphore::new(25);
         profile_loop_tokio_try(&sem, n);
     }),
     ("semaphore-call-async", |n| {
-        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
-        profile_loop_semaphore_call_async(&sem, n);
+        profile_loop_semaphore_call_async(&semaphore(), n)
     }),
     ("semaphore-acquire-async", |n| {
-        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25));
-        profile_loop_semaphore_acquire_async(&sem, n);
+        profile_loop_semaphore_acquire_async(&semaphore(), n)
     }),
     ("tokio-acquire", |n| {
         let sem = tokio::sync::Semaphore::new(25);
@@ -89,72 +85,53 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
         profile_loop_pool_async_refusal(&pool, n);
     }),
     ("pool-round-trip", |n| {
-        let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
-        profile_loop_pool_round_trip(&pool, n);
+        profile_loop_pool_round_trip(&ours_pool(), n)
     }),
     ("pool-async-round-trip", |n| {
-        let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
-        profile_loop_pool_async_round_trip(&pool, n);
+        profile_loop_pool_async_round_trip(&ours_pool(), n)
     }),
     ("tokio-blocking-round-trip", |n| {
-        let rt = tokio_runtime();
-        profile_loop_tokio_blocking_round_trip(&rt, n);
+        profile_loop_tokio_blocking_round_trip(&tokio_runtime(), n)
     }),
     ("crossbeam-round-trip", |n| {
-        let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
-        profile_loop_crossbeam_round_trip(&pool, n);
+        profile_loop_crossbeam_round_trip(&crossbeam_pool(), n)
     }),
     ("bounded-round-trip", |n| {
-        let pool = BoundedPool::new(WORKERS as usize, QUEUE as usize);
-        profile_loop_bounded_round_trip(&pool, n);
+        profile_loop_bounded_round_trip(&bounded_pool(), n)
     }),
     ("bounded-blocking-round-trip", |n| {
-        let pool = BoundedBlocking::new(tokio_runtime(), WORKERS as usize, QUEUE as usize);
-        profile_loop_bounded_blocking_round_trip(&pool, n);
+        profile_loop_bounded_blocking_round_trip(&bounded_blocking(), n)
     }),
     ("rayon-round-trip", |n| {
-        let pool = RayonPool::new(WORKERS as usize);
-        profile_loop_rayon_round_trip(&pool, n);
+        profile_loop_rayon_round_trip(&rayon_pool(), n)
     }),
-    ("pool-window", |n| {
-        let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
-        profile_loop_pool_window(&pool, n);
-    }),
+    ("pool-window", |n| profile_loop_pool_window(&ours_pool(), n)),
     ("crossbeam-window", |n| {
-        let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
-        profile_loop_crossbeam_window(&pool, n);
+        profile_loop_crossbeam_window(&crossbeam_pool(), n)
     }),
     ("tokio-blocking-window", |n| {
-        let rt = tokio_runtime();
-        profile_loop_tokio_blocking_window(&rt, n);
+        profile_loop_tokio_blocking_window(&tokio_runtime(), n)
     }),
     ("bounded-window", |n| {
-        let pool = BoundedPool::new(WORKERS as usize, QUEUE as usize);
-        profile_loop_bounded_window(&pool, n);
+        profile_loop_bounded_window(&bounded_pool(), n)
     }),
     ("bounded-blocking-window", |n| {
-        let pool = BoundedBlocking::new(tokio_runtime(), WORKERS as usize, QUEUE as usize);
-        profile_loop_bounded_blocking_window(&pool, n);
+        profile_loop_bounded_blocking_window(&bounded_blocking(), n)
     }),
     ("rayon-window", |n| {
-        let pool = RayonPool::new(WORKERS as usize);
-        profile_loop_rayon_window(&pool, n);
+        profile_loop_rayon_window(&rayon_pool(), n)
     }),
     ("pool-window-callers", |n| {
-        let pool = ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE));
-        profile_loop_pool_window_callers(&pool, n);
+        profile_loop_pool_window_callers(&ours_pool(), n)
     }),
     ("crossbeam-window-callers", |n| {
-        let pool = CrossbeamPool::new(WORKERS as usize, QUEUE as usize);
-        profile_loop_crossbeam_window_callers(&pool, n);
+        profile_loop_crossbeam_window_callers(&crossbeam_pool(), n)
     }),
     ("bounded-window-callers", |n| {
-        let pool = BoundedPool::new(WORKERS as usize, QUEUE as usize);
-        profile_loop_bounded_window_callers(&pool, n);
+        profile_loop_bounded_window_callers(&bounded_pool(), n)
     }),
     ("partition-call", |n| {
-        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
-            .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+        let sem = semaphore().with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
         profile_loop_partition_call(&sem.partition("live").expect("declared above"), n);
     }),
     (
@@ -162,8 +139,7 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
         profile_loop_attribute_partition_call,
     ),
     ("keyed-call", |n| {
-        let sem = SemaphoreBulkhead::new("profile", &semaphore_config(25))
-            .with_per_key(Some(&PerKeyConfig::new(5)));
+        let sem = semaphore().with_per_key(Some(&PerKeyConfig::new(5)));
         let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
         profile_loop_keyed_call(&sem, &tenants, n);
     }),
@@ -182,6 +158,31 @@ pub fn run(workload: &str, n: u64) {
             std::process::exit(2);
         }
     }
+}
+
+/// The pools and semaphore of the loops, sized as the bench's rows size them.
+fn ours_pool() -> ThreadPoolBulkhead {
+    ThreadPoolBulkhead::new("profile", &pool_config(WORKERS, QUEUE))
+}
+
+fn crossbeam_pool() -> CrossbeamPool {
+    CrossbeamPool::new(WORKERS as usize, QUEUE as usize)
+}
+
+fn bounded_pool() -> BoundedPool {
+    BoundedPool::new(WORKERS as usize, QUEUE as usize)
+}
+
+fn bounded_blocking() -> BoundedBlocking {
+    BoundedBlocking::new(tokio_runtime(), WORKERS as usize, QUEUE as usize)
+}
+
+fn rayon_pool() -> RayonPool {
+    RayonPool::new(WORKERS as usize)
+}
+
+fn semaphore() -> SemaphoreBulkhead {
+    SemaphoreBulkhead::new("profile", &semaphore_config(25))
 }
 
 #[inline(never)]
