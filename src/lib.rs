@@ -283,8 +283,9 @@ pub use bulkhead_core::{
     OwnedPermit, Partition, PartitionNamesChanged, PartitionSnapshot, PerKeySnapshot, Permit,
     PoolAdmission, RateAdmission, RateLimiter, RefusalCounts, Refused, Registry, RegistryError,
     ReloadError, ReloadProblem, ReloadReport, RunAdmitted, RunAsync, SemaphoreBulkhead,
-    SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, SystemClock,
-    ThreadPoolBulkhead, UndeclaredName, retry_after_header_secs, system_clock,
+    SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, StoreCheck, SystemClock,
+    ThreadPoolBulkhead, UndeclaredName, check_cluster_stores, retry_after_header_secs,
+    system_clock,
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]

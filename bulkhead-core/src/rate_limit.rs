@@ -213,6 +213,18 @@ impl RateLimiter {
             .then(|| self.store_errors.load(Relaxed))
     }
 
+    /// With a cluster-wide limit, asks its store once (within `response_timeout`) whether
+    /// it can count the limit: the URL is usable, Redis answers, and the limit's key is
+    /// free or its own. `None` for a per-process limit. Decisions never depend on it: a
+    /// readiness probe or a start-up check calls it (see [`check_cluster_stores`]).
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, as a sentence with the fix when there is one (never a password).
+    pub fn check_store(&self) -> Option<Result<(), String>> {
+        self.cluster().map(|cluster| cluster.store.check())
+    }
+
     /// The current `refresh_period` (`None` without a rate limit).
     pub fn refresh_period(&self) -> Option<Duration> {
         self.is_enabled()
@@ -630,6 +642,57 @@ impl fmt::Debug for RateLimiter {
             .field("cluster_wide", &self.is_cluster_wide())
             .finish()
     }
+}
+
+/// One bulkhead's cluster store, as [`check_cluster_stores`] found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreCheck {
+    /// The bulkhead whose `rate_limit` is counted in the store.
+    pub bulkhead: BulkheadName,
+    /// `Ok`, or what is wrong with the store, with the fix when there is one.
+    pub result: Result<(), String>,
+}
+
+/// Checks the store of every cluster-wide rate limit in `registry` once (each within its
+/// `response_timeout`), for a readiness probe or a start-up check: the URL is usable, Redis
+/// answers, and each limit's key is free or its own (a key of another type is reported
+/// with the command that frees it). Bulkheads without a cluster-wide limit are left out.
+///
+/// ```
+/// use bulkhead::config::{
+///     BulkheadConfig, Duration, RateLimitConfig, RateLimitScope, RateLimitStore, SemaphoreConfig,
+/// };
+/// use bulkhead::{Registry, check_cluster_stores};
+///
+/// let mut config = BulkheadConfig::semaphore(SemaphoreConfig::default());
+/// config.rate_limit = Some(RateLimitConfig {
+///     scope: RateLimitScope::Cluster,
+///     // No variable BULKHEAD_DOC_UNSET_URL: the store cannot be used.
+///     store: Some(RateLimitStore::redis("${BULKHEAD_DOC_UNSET_URL}")),
+///     ..RateLimitConfig::per_process(100, Duration::from_secs(1))
+/// });
+/// let registry = Registry::new();
+/// registry.register("partner", &config).unwrap();
+/// let checks = check_cluster_stores(&registry);
+/// assert_eq!(checks.len(), 1);
+/// assert!(checks[0].result.as_ref().unwrap_err().contains("BULKHEAD_DOC_UNSET_URL"));
+/// ```
+pub fn check_cluster_stores(registry: &crate::Registry) -> Vec<StoreCheck> {
+    registry
+        .names()
+        .into_iter()
+        .filter_map(|name| {
+            let result = match registry.get(&name)? {
+                crate::Bulkhead::Semaphore(b) => b.rate_limiter().check_store(),
+                crate::Bulkhead::ThreadPool(b) => b.rate_limiter().check_store(),
+            }?;
+            Some(StoreCheck {
+                bulkhead: BulkheadName::new(name),
+                result,
+            })
+        })
+        .collect()
 }
 
 /// `Retry-After` in whole seconds (HTTP's unit), rounded up so a client that honours it

@@ -229,6 +229,7 @@ fn run_children(
     let period = SHARED_PERIOD_MS * 1000;
     let (mut first, mut last) = (0u64, u64::MAX);
     let mut admissions = Vec::new();
+    let mut slowest = 0;
     for out in &outputs {
         let field = |tag: &str| {
             out.lines()
@@ -257,8 +258,15 @@ fn run_children(
                 panic!("a malformed `admitted` line: {line}")
             };
             admissions.push((sent / period, answered / period, by_redis == 1));
+            if by_redis == 1 {
+                slowest = slowest.max(answered - sent);
+            }
         }
     }
+    let _ = writeln!(
+        std::io::stderr(),
+        "{mode}: the slowest call Redis admitted took {slowest} µs"
+    );
     (admissions, first.div_ceil(period)..last / period)
 }
 
@@ -1089,4 +1097,68 @@ fn a_key_of_another_type_is_reported_with_the_fix() {
         .query(&mut server.admin())
         .expect("GET");
     assert_eq!(kept, "someone else's", "the other value is left alone");
+}
+
+/// `check_cluster_stores` asks every cluster store once: a healthy one is `Ok`, a key of
+/// another type is reported with the command that frees it, a stopped Redis says so, and
+/// bulkheads without a cluster limit are left out.
+#[test]
+fn the_health_check_reports_each_store_once() {
+    let Some(mut server) = Server::start() else {
+        return;
+    };
+    let registry = bulkhead_core::Registry::new();
+    let limit = |prefix: &str| {
+        let mut config = BulkheadConfig::semaphore(semaphore(10, 0));
+        let mut rate = cluster_limit(
+            &server.url(),
+            5,
+            Duration::from_secs(HOUR),
+            OnStoreError::Refuse,
+        );
+        if let Some(store) = &mut rate.store {
+            store.key_prefix = prefix.to_owned();
+        }
+        config.rate_limit = Some(rate);
+        config
+    };
+    registry
+        .register("healthy", &limit("ok:"))
+        .expect("registered");
+    registry
+        .register("clobbered", &limit("bad:"))
+        .expect("registered");
+    registry
+        .register("local", &BulkheadConfig::semaphore(semaphore(10, 0)))
+        .expect("registered");
+    redis::cmd("RPUSH")
+        .arg("bad:clobbered")
+        .arg("x")
+        .query::<()>(&mut server.admin())
+        .expect("RPUSH");
+    let checks = bulkhead_core::check_cluster_stores(&registry);
+    let result = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c.bulkhead.as_str() == name)
+            .map(|c| c.result.clone())
+    };
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    assert_eq!(result("healthy"), Some(Ok(())));
+    let clobbered = result("clobbered").expect("checked").unwrap_err();
+    assert!(
+        clobbered.contains("redis-cli DEL bad:clobbered"),
+        "{clobbered}"
+    );
+    assert_eq!(result("local"), None);
+
+    server.kill();
+    let down = bulkhead_core::check_cluster_stores(&registry);
+    assert!(
+        down.iter().all(|c| c
+            .result
+            .as_ref()
+            .is_err_and(|why| why.contains("cannot connect to Redis"))),
+        "{down:?}"
+    );
 }

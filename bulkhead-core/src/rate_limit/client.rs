@@ -76,15 +76,10 @@ mod with_redis {
         parser: redis::Parser,
     }
 
-    /// Parses `url` (already read from its variable). Only `redis://` over TCP.
+    /// Parses `url` (already read from its variable and checked to be `redis://…` by
+    /// `RateLimitStore::url`).
     pub(crate) fn open(url: &str) -> Result<Client, String> {
-        let shown = redact(url);
-        if !url.starts_with("redis://") {
-            return Err(format!(
-                "`{shown}` is not a Redis URL: write `redis://[:password@]host[:port][/db]` \
-                 (TLS `rediss://` and Unix sockets are not supported)"
-            ));
-        }
+        let shown = bulkhead_config_types::redact_url(url);
         let info = url.into_connection_info().map_err(|e| {
             format!(
                 "`{shown}` is not a usable Redis URL ({e}): write \
@@ -334,16 +329,6 @@ mod with_redis {
 
     fn lost(e: io::Error) -> Failure {
         Failure::Connection(format!("the connection to Redis failed: {e}"))
-    }
-
-    /// `url` without its password, for messages.
-    fn redact(url: &str) -> String {
-        match (url.find("://"), url.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => {
-                format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-            }
-            _ => url.to_owned(),
-        }
     }
 }
 

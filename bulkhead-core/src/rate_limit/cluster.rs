@@ -128,6 +128,18 @@ return {admitted, string.format('%.0f', wait), string.format('%.0f', permissions
 
 static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SCRIPT));
 
+/// The health check: `{1}` when the limit's key is free or the limit's hash, `{0}` when it
+/// holds another type. Writes nothing.
+const CHECK_SCRIPT: &str = r"
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' or kind == 'hash' then
+  return {1}
+end
+return {0}
+";
+
+static CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(CHECK_SCRIPT));
+
 /// Idle connections kept for reuse per store.
 pub(crate) const MAX_IDLE: usize = 32;
 /// The reconnect delay after a first failure; it doubles per consecutive failure.
@@ -174,19 +186,6 @@ pub(crate) struct Decision {
     pub(crate) left: i64,
 }
 
-/// The URL a store config names: itself, or the value of its `${NAME}` variable.
-pub(crate) fn store_url(config: &RateLimitStore) -> Result<String, String> {
-    match config.redis_env_var() {
-        Some(var) => std::env::var(var).map_err(|_| {
-            format!(
-                "the environment variable {var} (named by `store.redis`) is not set or not \
-                 Unicode"
-            )
-        }),
-        None => Ok(config.redis.clone()),
-    }
-}
-
 /// One cluster-wide limit's store: a Redis client, its idle connections and its health.
 pub(crate) struct ClusterStore {
     config: RateLimitStore,
@@ -221,7 +220,7 @@ impl ClusterStore {
         ClusterStore {
             config: config.clone(),
             key: format!("{}{name}", config.key_prefix),
-            client: store_url(config).and_then(|url| client::open(&url)),
+            client: config.url().and_then(|url| client::open(&url)),
             idle: Mutex::new(Vec::new()),
             health: Mutex::new(Health {
                 retry_at: None,
@@ -305,6 +304,31 @@ impl ClusterStore {
         }
     }
 
+    /// Asks Redis once, within `response_timeout`, whether this limit can be counted: the
+    /// server answers and the key is free or the limit's own.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, as a sentence with the fix when there is one.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let client = self.client.as_ref().map_err(Clone::clone)?;
+        let budget = self.config.response_timeout.as_std();
+        let deadline = Instant::now() + budget;
+        let answer = client
+            .connect(deadline)
+            .and_then(|mut connection| connection.eval(&CHECK, &self.key, &[], deadline))
+            .map_err(|f| self.explain(client, &f, budget))?;
+        match answer[..] {
+            [1] => Ok(()),
+            [0] => Err(self.wrong_type(client)),
+            _ => Err(self.explain(
+                client,
+                &Failure::Garbage(format!("{answer:?} is not the check's answer")),
+                budget,
+            )),
+        }
+    }
+
     /// Sends the script on an idle or new connection; the whole exchange, connecting
     /// included, within `response_timeout` of wall-clock time.
     fn round_trip(&self, client: &Client, args: &[i64; 5]) -> Result<[i64; 3], String> {
@@ -343,16 +367,21 @@ impl ClusterStore {
 
     /// `failure` as a sentence naming the server, with the fix when there is one.
     fn explain(&self, client: &Client, failure: &Failure, budget: Duration) -> String {
-        let key = &self.key;
         match failure {
-            Failure::Server { code, .. } if code == "WRONGTYPE" => format!(
-                "the Redis key `{key}` at {} holds another type of value than this limit's \
-                 hash (another program, or an older bulkhead, wrote it); free it with \
-                 `redis-cli DEL {key}` or give the limit another `key_prefix`",
-                client.address()
-            ),
+            Failure::Server { code, .. } if code == "WRONGTYPE" => self.wrong_type(client),
             other => format!("{} (Redis at {})", other.describe(budget), client.address()),
         }
+    }
+
+    /// The limit's key holds another type: which key, and how to free it.
+    fn wrong_type(&self, client: &Client) -> String {
+        let key = &self.key;
+        format!(
+            "the Redis key `{key}` at {} holds another type of value than this limit's hash \
+             (another program, or an older bulkhead, wrote it); free it with \
+             `redis-cli DEL {key}` or give the limit another `key_prefix`",
+            client.address()
+        )
     }
 
     /// Logs `error` unless a warning went out less than [`LOG_EVERY`] ago; then the next
