@@ -349,10 +349,10 @@ impl RateLimiter {
         let cycle = self.elapsed_nanos() / self.period_nanos.load(Acquire).max(1);
         // A period this process already counted on its own: its share bounds it.
         let shared_period = self.fallback_cycle.load(Acquire) == cycle + 1;
-        if shared_period {
-            if let refused @ RateAdmission::Refused { .. } = self.reserve_local(Duration::ZERO) {
-                return refused;
-            }
+        if shared_period
+            && let refused @ RateAdmission::Refused { .. } = self.reserve_local(Duration::ZERO)
+        {
+            return refused;
         }
         let report = self.take_report(cycle);
         match cluster
