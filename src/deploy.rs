@@ -261,7 +261,13 @@ impl Deploy {
     ///
     /// Every problem of every layer, each placed in its file or variable.
     pub fn resolve(&self) -> Result<Parsed, Diagnostics> {
-        self.layers.resolve()
+        let parsed = self.layers.resolve()?;
+        // A cluster store that cannot be used at all (unset variable, not `redis://`).
+        let unusable = parsed.unusable_stores();
+        if unusable.has_errors() {
+            return Err(unusable);
+        }
+        Ok(parsed)
     }
 
     /// Applies the deploy to the process-wide registry ([`install`]'s rules).

@@ -88,7 +88,15 @@
 //! Redis cannot answer within `response_timeout`, `on_store_error` decides (`local`: this
 //! process's share, `limit_for_period / replicas`; `allow`; `refuse`), and the decision is
 //! counted in the snapshot's `rate_limit_store_errors` and in
-//! `bulkhead_rate_limit_store_errors_total`. `docs/cluster-rate-limit.md` has a deployment example.
+//! `bulkhead_rate_limit_store_errors_total`. No decision waits longer than
+//! `response_timeout` of wall-clock time, however the server behaves; a process that falls
+//! back charges its share with what Redis admitted for it and reports what it admitted on
+//! its own when Redis returns, so with `local` no period admits more than
+//! `limit_for_period + replicas − 1` through a Redis kill and return. A deploy whose store
+//! cannot be used at all (an unset `${NAME}`, not `redis://`) is refused by
+//! [`Deploy::install`] and [`check_deploy`] unless the store says `start_anyway: true`;
+//! [`check_cluster_stores`] asks every store once, for a readiness probe.
+//! `docs/cluster-rate-limit.md` has a deployment example, the bound and a table of faults.
 //!
 //! ```
 //! use bulkhead::config::{
@@ -283,8 +291,9 @@ pub use bulkhead_core::{
     OwnedPermit, Partition, PartitionNamesChanged, PartitionSnapshot, PerKeySnapshot, Permit,
     PoolAdmission, RateAdmission, RateLimiter, RefusalCounts, Refused, Registry, RegistryError,
     ReloadError, ReloadProblem, ReloadReport, RunAdmitted, RunAsync, SemaphoreBulkhead,
-    SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, SystemClock,
-    ThreadPoolBulkhead, UndeclaredName, retry_after_header_secs, system_clock,
+    SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, StoreCheck, SystemClock,
+    ThreadPoolBulkhead, UndeclaredName, check_cluster_stores, retry_after_header_secs,
+    system_clock,
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]

@@ -426,6 +426,7 @@ fn a_cluster_rate_limit_is_compiled_in_with_its_store() {
             response_timeout: Duration::from_millis(20),
             on_store_error: OnStoreError::Refuse,
             replicas: 4,
+            start_anyway: false,
         })
     );
 }

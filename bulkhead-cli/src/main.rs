@@ -395,5 +395,10 @@ fn rate_limit_cell(rate: Option<&RateLimitConfig>) -> String {
         Some(var) => format!("redis from ${var}"),
         None => "redis".to_owned(),
     };
-    format!("{limit} cluster ({at}; Redis down: {on_error})")
+    let anyway = if store.start_anyway {
+        "; starts without a usable store"
+    } else {
+        ""
+    };
+    format!("{limit} cluster ({at}; Redis down: {on_error}{anyway})")
 }

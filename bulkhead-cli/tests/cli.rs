@@ -264,6 +264,11 @@ fn explain_shows_a_cluster_rate_limit_its_store_and_its_fallback_share() {
         "refuse",
     )]);
     assert!(row.ends_with("Redis down: refuse)"), "{row}");
+    let row = explain(&[("BULKHEAD_PARTNER__RATE_LIMIT__STORE__START_ANYWAY", "true")]);
+    assert!(
+        row.ends_with("per process; starts without a usable store)"),
+        "{row}"
+    );
     let row = explain(&[("BULKHEAD_PARTNER__RATE_LIMIT__SCOPE", "process")]);
     assert!(row.ends_with("100/1s per process"), "{row}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -83,8 +83,9 @@ pub struct RateLimitStore {
     /// Prepended to the bulkhead's name to form the Redis key. Default `bulkhead:rate:`.
     #[serde(default = "RateLimitStore::default_key_prefix")]
     pub key_prefix: String,
-    /// How long a decision waits for Redis's answer (connecting included) before it counts
-    /// as a store error. Default `50ms`.
+    /// The longest a decision waits for Redis, in wall-clock time from end to end
+    /// (connecting, `AUTH`, `SELECT`, the request and the whole answer), before it counts
+    /// as a store error and follows `on_store_error`. Default `50ms`.
     #[serde(default = "RateLimitStore::default_response_timeout")]
     pub response_timeout: Duration,
     /// What a call does when Redis cannot answer: `local` (the default), `allow` or `refuse`.
@@ -96,6 +97,11 @@ pub struct RateLimitStore {
     #[serde(default = "RateLimitStore::default_replicas")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub replicas: u32,
+    /// Start even when the store cannot be used at all (its `${NAME}` variable is unset,
+    /// or the URL is not `redis://…`): every decision is then a store error, handled as
+    /// `on_store_error` says. Default false: installing or checking the deploy refuses it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_anyway: bool,
 }
 
 impl RateLimitStore {
@@ -107,6 +113,34 @@ impl RateLimitStore {
             response_timeout: Self::default_response_timeout(),
             on_store_error: OnStoreError::default(),
             replicas: Self::default_replicas(),
+            start_anyway: false,
+        }
+    }
+
+    /// The URL of the Redis server: `redis` itself, or the value of its `${NAME}` variable
+    /// now.
+    ///
+    /// # Errors
+    ///
+    /// Why the store cannot be used, as a sentence: the variable is not set (or not
+    /// Unicode), or the URL does not start with `redis://` (TLS and Unix sockets are not
+    /// supported). A password in the URL is never part of it.
+    pub fn url(&self) -> Result<String, String> {
+        let url = match self.redis_env_var() {
+            Some(var) => std::env::var(var).map_err(|_| {
+                format!(
+                    "the environment variable {var} (named by `store.redis`) is not set or not \
+                     Unicode; set it to the Redis URL, `redis://[:password@]host[:port][/db]`"
+                )
+            })?,
+            None => self.redis.clone(),
+        };
+        match url_problem(&url) {
+            Some(problem) => Err(format!(
+                "`{}` {problem}",
+                crate::validate::escape_controls(&redact_url(&url))
+            )),
+            None => Ok(url),
         }
     }
 
@@ -131,6 +165,39 @@ impl RateLimitStore {
 
     fn default_replicas() -> u32 {
         1
+    }
+}
+
+/// Why `url` cannot name a store's Redis server (completing "`url` …"), if it cannot:
+/// only `redis://` over TCP is spoken. The one rule for literal URLs (checked when the
+/// config is parsed) and for the values of `${NAME}` variables (checked at start-up).
+pub(crate) fn url_problem(url: &str) -> Option<&'static str> {
+    match url.strip_prefix("redis://") {
+        None => Some(
+            "is not a Redis URL: write `redis://[:password@]host[:port][/db]` (TLS \
+             `rediss://` and Unix sockets are not supported)",
+        ),
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            Some("has no host: write `redis://[:password@]host[:port][/db]`")
+        }
+        Some(_) => None,
+    }
+}
+
+/// `url` with its password (anything between `://` and the last `@`) replaced by `…`, for
+/// messages and logs.
+///
+/// ```
+/// use bulkhead::config::redact_url;
+/// assert_eq!(redact_url("redis://:s3cret@redis.internal:6379/0"), "redis://…@redis.internal:6379/0");
+/// assert_eq!(redact_url("redis://127.0.0.1/"), "redis://127.0.0.1/");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
     }
 }
 

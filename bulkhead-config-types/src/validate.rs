@@ -87,7 +87,7 @@ impl fmt::Display for InvalidConfig {
 
 /// `text` with control characters written as escapes (`\n`, `\u{1b}`), so a name quoted
 /// in a message keeps it on one line.
-fn escape_controls(text: &str) -> String {
+pub(crate) fn escape_controls(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
             let escape = c.is_control();
@@ -441,7 +441,6 @@ impl BulkheadConfig {
 
 /// Why `redis` (a store's `redis` setting) is not a Redis URL nor `${NAME}`, if it is not.
 fn redis_address_problem(redis: &str) -> Option<String> {
-    const SCHEMES: [&str; 3] = ["redis://", "redis+unix://", "unix://"];
     if let Some(var) = redis.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
         let valid = var
             .chars()
@@ -456,16 +455,10 @@ fn redis_address_problem(redis: &str) -> Option<String> {
             )
         });
     }
-    if SCHEMES
-        .iter()
-        .any(|scheme| redis.len() > scheme.len() && redis.starts_with(scheme))
-    {
-        return None;
-    }
-    Some(format!(
-        "is `{}`: write a Redis URL such as `redis://redis.internal:6379/0` \
-         (`redis+unix:///path` for a socket; TLS is not supported), or `${{NAME}}` to read it \
-         from the environment variable NAME",
-        escape_controls(redis)
-    ))
+    crate::rate_limit::url_problem(redis).map(|problem| {
+        format!(
+            "is `{}`: it {problem}; or `${{NAME}}` reads the URL from the environment variable NAME",
+            escape_controls(&crate::redact_url(redis))
+        )
+    })
 }

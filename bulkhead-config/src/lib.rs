@@ -37,6 +37,7 @@ mod lint;
 mod pool_sizing;
 mod report;
 mod shares_lint;
+mod stores;
 mod yaml;
 
 use std::collections::BTreeMap;

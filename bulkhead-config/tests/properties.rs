@@ -162,6 +162,7 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
                     ),
                     on_store_error,
                     replicas,
+                    start_anyway: false,
                 },
             ),
     );

@@ -42,7 +42,9 @@ pub use declaration::{
     AnnotatedFunction, DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead,
 };
 pub use error::{BulkheadError, BulkheadName, Refused};
-pub use rate_limit::{RateAdmission, RateLimiter, retry_after_header_secs};
+pub use rate_limit::{
+    RateAdmission, RateLimiter, StoreCheck, check_cluster_stores, retry_after_header_secs,
+};
 pub use registry::{
     Bulkhead, BulkheadShutdown, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
     UndeclaredName, registry,

@@ -26,8 +26,18 @@
 //! 5. With `scope: cluster` (feature `redis`), the count lives in Redis
 //!    (`rate_limit/cluster.rs`): one atomic script per decision runs this same algorithm on
 //!    Redis's clock for every process at once. The local state then holds the
-//!    `on_store_error: local` share (`limit_for_period / replicas`), used only while Redis
-//!    cannot answer.
+//!    `on_store_error: local` share (`limit_for_period / replicas`), used while Redis
+//!    cannot answer, and its cycles are aligned to the Unix epoch (as Redis's are), so a
+//!    period is the same period in every process and in Redis.
+//!
+//! 6. Transitions are counted both ways, so that a period in which Redis fails or returns
+//!    stays near the limit: every answer from Redis charges the local share (one
+//!    permission per admission, and never more than this process's part of what Redis
+//!    says is left, `left / replicas` rounded up); every call admitted on the local share
+//!    is reported to Redis with the next request, which subtracts it from the period.
+//!    In a period in which this process admitted calls on its own, a Redis admission also
+//!    takes a local permission first (given back if Redis refuses), so the process's
+//!    total for that period stays within its share whichever way each call was decided.
 //!
 //! Known limit: the cycle number is kept modulo 2³², so a limiter idle for 2³² periods
 //! (50 days at 1 ms) may refill one cycle late.
@@ -35,7 +45,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bulkhead_config_types::{OnStoreError, RateLimitConfig};
 use parking_lot::{Mutex, RwLock};
@@ -44,10 +54,11 @@ use crate::clock::{Clock, duration_nanos, system_clock};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64};
 use crate::{BulkheadError, BulkheadName};
 
+mod client;
 mod cluster;
 mod state;
 
-use cluster::ClusterStore;
+use cluster::{ClusterStore, Decision, Report};
 use state::{pack, unpack};
 
 /// What the rate limiter says to one caller.
@@ -109,6 +120,14 @@ pub struct RateLimiter {
     cluster: RwLock<Option<Arc<Cluster>>>,
     /// Decisions the cluster store could not make, since the limiter was built.
     store_errors: AtomicU64,
+    /// Added to the nanoseconds since `origin` to number cycles: the Unix time of `origin`
+    /// for a cluster-wide limit (cycles aligned to the epoch, as Redis's), else 0.
+    epoch_nanos: AtomicU64,
+    /// The cycle (plus one; 0: none) of the latest call admitted on the local share while
+    /// the store could not answer: in that cycle, store admissions take a local permission.
+    fallback_cycle: AtomicU64,
+    /// Calls admitted on the local share not yet reported to the store.
+    unreported: Mutex<Report>,
 }
 
 /// A `scope: cluster` limit: the global `limit_for_period` and where it is counted.
@@ -117,6 +136,7 @@ struct Cluster {
     limit: u32,
     period: Duration,
     on_error: OnStoreError,
+    replicas: u32,
 }
 
 impl RateLimiter {
@@ -147,6 +167,9 @@ impl RateLimiter {
             clustered: AtomicBool::new(false),
             cluster: RwLock::new(None),
             store_errors: AtomicU64::new(0),
+            epoch_nanos: AtomicU64::new(0),
+            fallback_cycle: AtomicU64::new(0),
+            unreported: Mutex::new(Report::default()),
         };
         limiter.reconfigure(config);
         limiter
@@ -190,6 +213,18 @@ impl RateLimiter {
             .then(|| self.store_errors.load(Relaxed))
     }
 
+    /// With a cluster-wide limit, asks its store once (within `response_timeout`) whether
+    /// it can count the limit: the URL is usable, Redis answers, and the limit's key is
+    /// free or its own. `None` for a per-process limit. Decisions never depend on it: a
+    /// readiness probe or a start-up check calls it (see [`check_cluster_stores`]).
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, as a sentence with the fix when there is one (never a password).
+    pub fn check_store(&self) -> Option<Result<(), String>> {
+        self.cluster().map(|cluster| cluster.store.check())
+    }
+
     /// The current `refresh_period` (`None` without a rate limit).
     pub fn refresh_period(&self) -> Option<Duration> {
         self.is_enabled()
@@ -227,8 +262,25 @@ impl RateLimiter {
                 limit: config.limit_for_period,
                 period: config.refresh_period.as_std().max(Duration::from_micros(1)),
                 on_error: store.on_store_error,
+                replicas: store.replicas.max(1),
             })
         });
+        // A cluster-wide limit numbers its cycles from the Unix epoch; a per-process one from
+        // its creation. A switch between the two starts a fresh cycle.
+        let old_epoch = self.epoch_nanos.load(Acquire);
+        let new_epoch = match (&cluster, old_epoch) {
+            (None, _) => 0,
+            (Some(_), 0) => {
+                let unix = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, duration_nanos);
+                unix.saturating_sub(self.nanos_since_origin(self.clock.now()))
+                    .max(1)
+            }
+            (Some(_), kept) => kept,
+        };
+        let rebased = new_epoch != old_epoch;
+        self.epoch_nanos.store(new_epoch, Release);
         self.set_cluster(cluster);
         let new_limit = local_limit.min(i32::MAX as u32);
         let new_period = duration_nanos(config.refresh_period.as_std()).max(1);
@@ -239,7 +291,7 @@ impl RateLimiter {
         let mut prev = self.state.load(Acquire);
         loop {
             let now = self.elapsed_nanos();
-            let permissions = if old_limit == 0 || old_period != new_period {
+            let permissions = if old_limit == 0 || old_period != new_period || rebased {
                 // Switched on, or a new period length: start a fresh cycle now, keeping any
                 // debt of reservations already promised.
                 let left = if old_limit == 0 {
@@ -277,38 +329,155 @@ impl RateLimiter {
     /// Takes a permission now, or reserves one of a coming period if it would be free
     /// within `timeout`, or refuses (reserving nothing).
     ///
-    /// A cluster-wide limit asks its store (one round trip, at most `response_timeout`;
-    /// the calling thread blocks for it, async callers included); when the store cannot
-    /// answer, `on_store_error` decides: this process's share (`local`), admit (`allow`)
-    /// or refuse with `retry_after` = one period (`refuse`).
+    /// A cluster-wide limit asks its store (one exchange, at most `response_timeout` of
+    /// wall-clock time; the calling thread blocks for it, async callers included); when the
+    /// store cannot answer, `on_store_error` decides: this process's share (`local`), admit
+    /// (`allow`) or refuse with `retry_after` = one period (`refuse`).
     pub fn reserve(&self, timeout: Duration) -> RateAdmission {
         if self.limit.load(Acquire) == 0 {
             return RateAdmission::Admitted;
         }
-        if let Some(cluster) = self.cluster() {
-            let now = || self.clock.now();
-            match cluster
-                .store
-                .reserve(cluster.limit, cluster.period, timeout, &now)
-            {
-                Ok(admission) => return admission,
-                Err(error) => {
-                    self.store_errors.fetch_add(1, Relaxed);
-                    cluster.store.log_error(&self.name, &error, now());
-                    match cluster.on_error {
-                        OnStoreError::Allow => return RateAdmission::Admitted,
-                        OnStoreError::Refuse => {
-                            return RateAdmission::Refused {
-                                retry_after: cluster.period,
-                            };
+        match self.cluster() {
+            Some(cluster) => self.reserve_clustered(&cluster, timeout),
+            None => self.reserve_local(timeout),
+        }
+    }
+
+    /// [`reserve`](Self::reserve) of a cluster-wide limit (invariants 5 and 6).
+    fn reserve_clustered(&self, cluster: &Cluster, timeout: Duration) -> RateAdmission {
+        let now = || self.clock.now();
+        let cycle = self.elapsed_nanos() / self.period_nanos.load(Acquire).max(1);
+        // A period this process already counted on its own: its share bounds it.
+        let shared_period = self.fallback_cycle.load(Acquire) == cycle + 1;
+        if shared_period
+            && let refused @ RateAdmission::Refused { .. } = self.reserve_local(Duration::ZERO)
+        {
+            return refused;
+        }
+        let report = self.take_report(cycle);
+        match cluster
+            .store
+            .reserve(cluster.limit, cluster.period, timeout, report, &now)
+        {
+            Ok(decision) => {
+                if !shared_period {
+                    self.charge_local(decision, cluster.replicas);
+                } else if matches!(decision.admission, RateAdmission::Refused { .. }) {
+                    self.refund_local(cycle);
+                }
+                decision.admission
+            }
+            Err(error) => {
+                self.restore_report(report);
+                self.store_errors.fetch_add(1, Relaxed);
+                cluster.store.log_error(&self.name, &error, now());
+                match cluster.on_error {
+                    OnStoreError::Allow => RateAdmission::Admitted,
+                    OnStoreError::Refuse => {
+                        if shared_period {
+                            self.refund_local(cycle);
                         }
-                        // `local`, the default (the crates are pinned to one release).
-                        _ => {}
+                        RateAdmission::Refused {
+                            retry_after: cluster.period,
+                        }
+                    }
+                    // `local`, the default (the crates are pinned to one release).
+                    _ => {
+                        let admission = if shared_period {
+                            RateAdmission::Admitted
+                        } else {
+                            self.reserve_local(timeout)
+                        };
+                        self.record_local(admission, cycle);
+                        admission
                     }
                 }
             }
         }
-        self.reserve_local(timeout)
+    }
+
+    /// Charges the local share with a store's `decision`: one permission for an admission,
+    /// and at most this process's part of what the store has left.
+    fn charge_local(&self, decision: Decision, replicas: u32) {
+        let admitted = i64::from(!matches!(decision.admission, RateAdmission::Refused { .. }));
+        let cap = decision
+            .left
+            .max(0)
+            .unsigned_abs()
+            .div_ceil(u64::from(replicas)) as i64;
+        // Never into debt: negative permissions are reservations of coming periods.
+        self.update_local(|permissions| (permissions - admitted).min(cap).max(permissions.min(0)));
+    }
+
+    /// Gives back a local permission taken in `cycle` for a call the store refused.
+    fn refund_local(&self, cycle: u64) {
+        let limit = i64::from(self.limit.load(Acquire));
+        let period = self.period_nanos.load(Acquire).max(1);
+        if self.elapsed_nanos() / period == cycle {
+            self.update_local(|permissions| (permissions + 1).min(limit));
+        }
+    }
+
+    /// Applies `change` to the current cycle's local permissions.
+    fn update_local(&self, change: impl Fn(i64) -> i64) {
+        let mut prev = self.state.load(Acquire);
+        loop {
+            let (cycle, permissions) = self.refreshed(prev, self.elapsed_nanos());
+            let next = pack(cycle, change(permissions));
+            match self
+                .state
+                .compare_exchange_weak(prev, next, AcqRel, Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => prev = actual,
+            }
+        }
+    }
+
+    /// Notes a call admitted on the local share while the store could not answer: its
+    /// cycle becomes one where store admissions take a local permission, and its count
+    /// is reported to the store with the next request.
+    fn record_local(&self, admission: RateAdmission, now_cycle: u64) {
+        let cycle = match admission {
+            RateAdmission::Admitted => now_cycle,
+            RateAdmission::WaitUntil(at) => {
+                self.nanos_since_origin(at) / self.period_nanos.load(Acquire).max(1)
+            }
+            RateAdmission::Refused { .. } => return,
+        };
+        self.fallback_cycle.fetch_max(cycle + 1, AcqRel);
+        let mut report = self.unreported.lock();
+        if report.cycle == cycle {
+            report.count = report.count.saturating_add(1);
+        } else if report.cycle < cycle || report.count == 0 {
+            *report = Report { cycle, count: 1 };
+        }
+    }
+
+    /// The unreported count of `cycle`, taken (a count of a past cycle is dropped).
+    fn take_report(&self, cycle: u64) -> Report {
+        let mut report = self.unreported.lock();
+        if report.cycle == cycle {
+            std::mem::take(&mut *report)
+        } else {
+            if report.cycle < cycle {
+                *report = Report::default();
+            }
+            Report { cycle, count: 0 }
+        }
+    }
+
+    /// Puts back a report whose request failed.
+    fn restore_report(&self, taken: Report) {
+        if taken.count == 0 {
+            return;
+        }
+        let mut report = self.unreported.lock();
+        if report.cycle == taken.cycle {
+            report.count = report.count.saturating_add(taken.count);
+        } else if report.cycle < taken.cycle || report.count == 0 {
+            *report = taken;
+        }
     }
 
     /// [`reserve`](Self::reserve) against this process's own count.
@@ -344,9 +513,7 @@ impl RateLimiter {
             ) {
                 Ok(_) if wait == 0 => return RateAdmission::Admitted,
                 Ok(_) => {
-                    return RateAdmission::WaitUntil(
-                        self.origin + Duration::from_nanos(now.saturating_add(wait)),
-                    );
+                    return RateAdmission::WaitUntil(self.instant_at(now.saturating_add(wait)));
                 }
                 Err(actual) => prev = actual,
             }
@@ -431,14 +598,21 @@ impl RateLimiter {
         &self.clock
     }
 
-    /// Nanoseconds since the limiter was created, by its clock.
+    /// Now, in the nanoseconds cycles are numbered in (by the limiter's clock).
     fn elapsed_nanos(&self) -> u64 {
         self.nanos_since_origin(self.clock.now())
     }
 
-    /// Nanoseconds from the limiter's creation to `at`.
+    /// `at` in the nanoseconds cycles are numbered in: since the limiter's creation, plus
+    /// the Unix time of its creation for a cluster-wide limit.
     fn nanos_since_origin(&self, at: Instant) -> u64 {
         duration_nanos(at.saturating_duration_since(self.origin))
+            .saturating_add(self.epoch_nanos.load(Acquire))
+    }
+
+    /// The instant of `nanos` (as [`nanos_since_origin`](Self::nanos_since_origin) counts).
+    fn instant_at(&self, nanos: u64) -> Instant {
+        self.origin + Duration::from_nanos(nanos.saturating_sub(self.epoch_nanos.load(Acquire)))
     }
 
     /// The current cycle and the permissions left in it, refilling `state` as of `now`.
@@ -468,6 +642,57 @@ impl fmt::Debug for RateLimiter {
             .field("cluster_wide", &self.is_cluster_wide())
             .finish()
     }
+}
+
+/// One bulkhead's cluster store, as [`check_cluster_stores`] found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreCheck {
+    /// The bulkhead whose `rate_limit` is counted in the store.
+    pub bulkhead: BulkheadName,
+    /// `Ok`, or what is wrong with the store, with the fix when there is one.
+    pub result: Result<(), String>,
+}
+
+/// Checks the store of every cluster-wide rate limit in `registry` once (each within its
+/// `response_timeout`), for a readiness probe or a start-up check: the URL is usable, Redis
+/// answers, and each limit's key is free or its own (a key of another type is reported
+/// with the command that frees it). Bulkheads without a cluster-wide limit are left out.
+///
+/// ```
+/// use bulkhead::config::{
+///     BulkheadConfig, Duration, RateLimitConfig, RateLimitScope, RateLimitStore, SemaphoreConfig,
+/// };
+/// use bulkhead::{Registry, check_cluster_stores};
+///
+/// let mut config = BulkheadConfig::semaphore(SemaphoreConfig::default());
+/// config.rate_limit = Some(RateLimitConfig {
+///     scope: RateLimitScope::Cluster,
+///     // No variable BULKHEAD_DOC_UNSET_URL: the store cannot be used.
+///     store: Some(RateLimitStore::redis("${BULKHEAD_DOC_UNSET_URL}")),
+///     ..RateLimitConfig::per_process(100, Duration::from_secs(1))
+/// });
+/// let registry = Registry::new();
+/// registry.register("partner", &config).unwrap();
+/// let checks = check_cluster_stores(&registry);
+/// assert_eq!(checks.len(), 1);
+/// assert!(checks[0].result.as_ref().unwrap_err().contains("BULKHEAD_DOC_UNSET_URL"));
+/// ```
+pub fn check_cluster_stores(registry: &crate::Registry) -> Vec<StoreCheck> {
+    registry
+        .names()
+        .into_iter()
+        .filter_map(|name| {
+            let result = match registry.get(&name)? {
+                crate::Bulkhead::Semaphore(b) => b.rate_limiter().check_store(),
+                crate::Bulkhead::ThreadPool(b) => b.rate_limiter().check_store(),
+            }?;
+            Some(StoreCheck {
+                bulkhead: BulkheadName::new(name),
+                result,
+            })
+        })
+        .collect()
 }
 
 /// `Retry-After` in whole seconds (HTTP's unit), rounded up so a client that honours it

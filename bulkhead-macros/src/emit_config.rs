@@ -204,6 +204,7 @@ fn store(store: &RateLimitStore) -> TokenStream {
         response_timeout,
         on_store_error,
         replicas,
+        start_anyway,
     } = store;
     let response_timeout = duration(*response_timeout);
     let on_store_error = match on_store_error {
@@ -219,6 +220,7 @@ fn store(store: &RateLimitStore) -> TokenStream {
             response_timeout: #response_timeout,
             on_store_error: #on_store_error,
             replicas: #replicas,
+            start_anyway: #start_anyway,
         }
     }
 }

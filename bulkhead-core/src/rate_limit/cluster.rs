@@ -10,7 +10,18 @@
 //! the permissions to `limit_for_period` (unused ones do not accumulate); a caller that
 //! finds none reserves one of a coming period if it would be free within its `timeout`,
 //! else it is refused with `retry_after` = the time until one would be free, as the script
-//! computed it. A refusal writes nothing.
+//! computed it. A refusal writes nothing (but a report, below).
+//!
+//! # Transitions: what a process admitted on its own is counted
+//!
+//! The script's periods are the local limiter's (`rate_limit.rs` aligns a cluster-wide
+//! limiter's cycles to the Unix epoch too), so "this period" means the same to both. Each
+//! answer says how many permissions the period has left; the process charges its local
+//! share (the `on_store_error: local` fallback) with every admission Redis made for it and
+//! caps it to its part of what is left (`left / replicas`, rounded up). A process that
+//! admitted calls on its own while Redis could not answer sends their count for the
+//! period with its next request, and the script subtracts it before deciding (`ARGV[4]`,
+//! for the period `ARGV[5]`; a count for another period is ignored).
 //!
 //! Why this and not GCRA or a sliding window: switching `scope` changes *who* counts, not
 //! *what* is counted, so a config means the same on one process or on fifty, the local
@@ -29,10 +40,14 @@
 //!
 //! # Faults: bounded, counted, no reconnect storm
 //!
-//! * A decision waits for Redis at most `response_timeout` (connecting included), then
-//!   the call follows `on_store_error`; the connection that timed out is dropped (a late
-//!   answer would be read as the next one's). A call therefore takes at most
+//! * A decision waits for Redis at most `response_timeout` of wall-clock time, end to end:
+//!   connecting, `AUTH`, `SELECT`, sending and reading the answer share one deadline
+//!   (`client.rs`), however the server behaves (silent, dribbling bytes, garbage). Then the
+//!   call follows `on_store_error`; the connection that failed is dropped (a late answer
+//!   would be read as the next one's). A call therefore takes at most
 //!   `response_timeout + timeout` in the limiter.
+//! * A key holding another type (`WRONGTYPE`) is not overwritten (it may be another
+//!   program's): the error says which key and how to free it.
 //! * After a failure the store *backs off*: no request at all for 100 ms, doubling up to 5 s
 //!   per consecutive failure; calls meanwhile follow `on_store_error` at once, without
 //!   touching the network. When the delay has passed, exactly one caller probes Redis; its
@@ -44,28 +59,35 @@
 //! Reservations of coming periods stay counted in Redis when their waiter goes away (the
 //! local limiter gives them back): giving one back would cost a round trip on a drop path.
 
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use bulkhead_config_types::RateLimitStore;
 use parking_lot::Mutex;
 
 use super::RateAdmission;
+use super::client::{self, Client, Connection, Failure, Script};
 
 /// The decision, in Lua. `KEYS[1]`: the limit's key. `ARGV`: `limit_for_period`, the period
-/// and the caller's timeout in microseconds. Returns `{admitted (0/1), wait µs}`: for an
-/// admission, how long until its period starts (0: now); for a refusal, `retry_after`.
+/// and the caller's timeout in microseconds, then the count this process admitted on its
+/// own and the period it did so in. Returns `{admitted (0/1), wait µs, permissions left}`:
+/// for an admission, how long until its period starts (0: now); for a refusal,
+/// `retry_after`.
 ///
 /// Redis's Lua numbers are doubles: microseconds since the epoch (about 2^51) are exact,
 /// and numbers are written back with `%.0f` because `tostring` would print them in
 /// exponent form.
-#[cfg_attr(not(feature = "redis"), allow(dead_code))]
 pub(crate) const SCRIPT: &str = r"
 local limit = tonumber(ARGV[1])
 local period = tonumber(ARGV[2])
 local timeout = tonumber(ARGV[3])
+local reported = tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cycle = math.floor(now / period)
+if tonumber(ARGV[5]) ~= cycle then
+  reported = 0
+end
 local state = redis.call('HMGET', KEYS[1], 'cycle', 'permissions', 'period', 'limit')
 local permissions = limit
 if state[1] and tonumber(state[3]) == period then
@@ -81,21 +103,42 @@ if state[1] and tonumber(state[3]) == period then
     permissions = limit
   end
 end
+permissions = permissions - reported
 local wait = 0
 if permissions < 1 then
   local to_next = (cycle + 1) * period - now
   local cycles = math.ceil((1 - permissions) / limit)
   wait = to_next + (cycles - 1) * period
 end
+local admitted = 1
 if wait > timeout then
-  return {0, string.format('%.0f', wait)}
+  admitted = 0
+  if reported == 0 then
+    return {0, string.format('%.0f', wait), string.format('%.0f', permissions)}
+  end
+else
+  permissions = permissions - 1
 end
 redis.call('HSET', KEYS[1], 'cycle', string.format('%.0f', cycle),
-  'permissions', string.format('%.0f', permissions - 1), 'period', string.format('%.0f', period),
+  'permissions', string.format('%.0f', permissions), 'period', string.format('%.0f', period),
   'limit', string.format('%.0f', limit))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.ceil((wait + period) / 1000) + 1000))
-return {1, string.format('%.0f', wait)}
+return {admitted, string.format('%.0f', wait), string.format('%.0f', permissions)}
 ";
+
+static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SCRIPT));
+
+/// The health check: `{1}` when the limit's key is free or the limit's hash, `{0}` when it
+/// holds another type. Writes nothing.
+const CHECK_SCRIPT: &str = r"
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' or kind == 'hash' then
+  return {1}
+end
+return {0}
+";
+
+static CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(CHECK_SCRIPT));
 
 /// Idle connections kept for reuse per store.
 pub(crate) const MAX_IDLE: usize = 32;
@@ -126,12 +169,29 @@ impl std::fmt::Display for StoreError {
     }
 }
 
+/// What this process admitted on its own in one period, told to Redis with a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Report {
+    /// The period (its number since the Unix epoch).
+    pub(crate) cycle: u64,
+    /// Calls admitted in it without Redis.
+    pub(crate) count: u32,
+}
+
+/// Redis's answer to one decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Decision {
+    pub(crate) admission: RateAdmission,
+    /// Permissions the current period has left after it (negative: reserved ahead).
+    pub(crate) left: i64,
+}
+
 /// One cluster-wide limit's store: a Redis client, its idle connections and its health.
 pub(crate) struct ClusterStore {
     config: RateLimitStore,
     key: String,
-    client: Result<client::Client, String>,
-    idle: Mutex<Vec<client::Connection>>,
+    client: Result<Client, String>,
+    idle: Mutex<Vec<Connection>>,
     health: Mutex<Health>,
     log: Mutex<LogGate>,
 }
@@ -157,19 +217,10 @@ impl ClusterStore {
     /// A store for the bulkhead `name` as `config` says. Connects lazily; a URL that cannot
     /// be used makes every decision a store error (logged), never a panic.
     pub(crate) fn new(name: &str, config: &RateLimitStore) -> Self {
-        let url = match config.redis_env_var() {
-            Some(var) => std::env::var(var).map_err(|_| {
-                format!(
-                    "the environment variable {var} (named by `rate_limit.store.redis`) is not set \
-                     or not Unicode"
-                )
-            }),
-            None => Ok(config.redis.clone()),
-        };
         ClusterStore {
             config: config.clone(),
             key: format!("{}{name}", config.key_prefix),
-            client: url.and_then(|url| client::open(&url)),
+            client: config.url().and_then(|url| client::open(&url)),
             idle: Mutex::new(Vec::new()),
             health: Mutex::new(Health {
                 retry_at: None,
@@ -188,15 +239,17 @@ impl ClusterStore {
         &self.config
     }
 
-    /// One decision: `limit` per `period`, waiting at most `timeout` for a coming period.
-    /// `now` reads the limiter's clock (for the reconnect delay and [`RateAdmission::WaitUntil`]).
+    /// One decision: `limit` per `period`, waiting at most `timeout` for a coming period,
+    /// with `report` of what this process admitted on its own. `now` reads the limiter's
+    /// clock (for the reconnect delay and [`RateAdmission::WaitUntil`]).
     pub(crate) fn reserve(
         &self,
         limit: u32,
         period: Duration,
         timeout: Duration,
+        report: Report,
         now: &dyn Fn() -> Instant,
-    ) -> Result<RateAdmission, StoreError> {
+    ) -> Result<Decision, StoreError> {
         let client = self
             .client
             .as_ref()
@@ -212,20 +265,24 @@ impl ClusterStore {
                 }
             }
         };
-        let answer = self.round_trip(
-            client,
-            [u64::from(limit), micros(period).max(1), micros(timeout)],
-        );
+        let args = [
+            i64::from(limit),
+            micros(period).max(1),
+            micros(timeout),
+            i64::from(report.count),
+            i64::try_from(report.cycle).unwrap_or(i64::MAX),
+        ];
+        let answer = self.round_trip(client, &args);
         let mut health = self.health.lock();
         if probe {
             health.probing = false;
         }
         match answer {
-            Ok((admitted, wait)) => {
+            Ok([admitted, wait, left]) => {
                 health.retry_at = None;
                 health.delay = FIRST_DELAY;
-                let wait = Duration::from_micros(wait);
-                Ok(if !admitted {
+                let wait = Duration::from_micros(wait.max(0).unsigned_abs());
+                let admission = if admitted != 1 {
                     RateAdmission::Refused {
                         retry_after: wait.max(Duration::from_micros(1)),
                     }
@@ -233,7 +290,8 @@ impl ClusterStore {
                     RateAdmission::Admitted
                 } else {
                     RateAdmission::WaitUntil(now() + wait)
-                })
+                };
+                Ok(Decision { admission, left })
             }
             Err(why) => {
                 health.retry_at = Some(now() + health.delay);
@@ -246,24 +304,84 @@ impl ClusterStore {
         }
     }
 
-    /// Sends the script on an idle or new connection, within `response_timeout`.
-    fn round_trip(&self, client: &client::Client, args: [u64; 3]) -> Result<(bool, u64), String> {
+    /// Asks Redis once, within `response_timeout`, whether this limit can be counted: the
+    /// server answers and the key is free or the limit's own.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, as a sentence with the fix when there is one.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let client = self.client.as_ref().map_err(Clone::clone)?;
         let budget = self.config.response_timeout.as_std();
-        let idle = self.idle.lock().pop();
-        let (mut connection, fresh) = match idle {
-            Some(connection) => (connection, false),
-            None => (client::connect(client, budget)?, true),
-        };
-        let answer = client::run(&mut connection, &self.key, args)?;
-        if fresh {
-            // Its first answer had what was left of the budget; later ones get all of it.
-            client::set_timeouts(&connection, budget)?;
+        let deadline = Instant::now() + budget;
+        let answer = client
+            .connect(deadline)
+            .and_then(|mut connection| connection.eval(&CHECK, &self.key, &[], deadline))
+            .map_err(|f| self.explain(client, &f, budget))?;
+        match answer[..] {
+            [1] => Ok(()),
+            [0] => Err(self.wrong_type(client)),
+            _ => Err(self.explain(
+                client,
+                &Failure::Garbage(format!("{answer:?} is not the check's answer")),
+                budget,
+            )),
         }
+    }
+
+    /// Sends the script on an idle or new connection; the whole exchange, connecting
+    /// included, within `response_timeout` of wall-clock time.
+    fn round_trip(&self, client: &Client, args: &[i64; 5]) -> Result<[i64; 3], String> {
+        let budget = self.config.response_timeout.as_std();
+        let deadline = Instant::now() + budget;
+        let idle = self.idle.lock().pop();
+        let exchange =
+            |connection: &mut Connection| connection.eval(&RATE_SCRIPT, &self.key, args, deadline);
+        let (connection, answer) = match idle {
+            Some(mut connection) => {
+                let answer = exchange(&mut connection);
+                (connection, answer)
+            }
+            None => {
+                let mut connection = client
+                    .connect(deadline)
+                    .map_err(|f| self.explain(client, &f, budget))?;
+                let answer = exchange(&mut connection);
+                (connection, answer)
+            }
+        };
+        let answer = answer.map_err(|f| self.explain(client, &f, budget))?;
+        let [admitted, wait, left] = answer[..] else {
+            return Err(self.explain(
+                client,
+                &Failure::Garbage(format!("{} numbers, not 3", answer.len())),
+                budget,
+            ));
+        };
         let mut idle = self.idle.lock();
         if idle.len() < MAX_IDLE {
             idle.push(connection);
         }
-        Ok(answer)
+        Ok([admitted, wait, left])
+    }
+
+    /// `failure` as a sentence naming the server, with the fix when there is one.
+    fn explain(&self, client: &Client, failure: &Failure, budget: Duration) -> String {
+        match failure {
+            Failure::Server { code, .. } if code == "WRONGTYPE" => self.wrong_type(client),
+            other => format!("{} (Redis at {})", other.describe(budget), client.address()),
+        }
+    }
+
+    /// The limit's key holds another type: which key, and how to free it.
+    fn wrong_type(&self, client: &Client) -> String {
+        let key = &self.key;
+        format!(
+            "the Redis key `{key}` at {} holds another type of value than this limit's hash \
+             (another program, or an older bulkhead, wrote it); free it with \
+             `redis-cli DEL {key}` or give the limit another `key_prefix`",
+            client.address()
+        )
     }
 
     /// Logs `error` unless a warning went out less than [`LOG_EVERY`] ago; then the next
@@ -290,101 +408,6 @@ impl ClusterStore {
     }
 }
 
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// The Redis client, with the `redis` feature.
-#[cfg(feature = "redis")]
-mod client {
-    use std::time::{Duration, Instant};
-
-    pub(crate) use redis::{Client, Connection};
-
-    static SCRIPT: std::sync::LazyLock<redis::Script> =
-        std::sync::LazyLock::new(|| redis::Script::new(super::SCRIPT));
-
-    pub(crate) fn open(url: &str) -> Result<Client, String> {
-        Client::open(url).map_err(|e| format!("`{}` is not a usable Redis URL: {e}", redact(url)))
-    }
-
-    /// A new connection whose whole setup and first answer fit in `budget`.
-    pub(crate) fn connect(client: &Client, budget: Duration) -> Result<Connection, String> {
-        let start = Instant::now();
-        let connection = client
-            .get_connection_with_timeout(budget)
-            .map_err(|e| format!("cannot connect to Redis: {e}"))?;
-        let left = budget
-            .saturating_sub(start.elapsed())
-            .max(Duration::from_millis(1));
-        set_timeouts(&connection, left)?;
-        Ok(connection)
-    }
-
-    /// How long a read or a write on `connection` may block.
-    pub(crate) fn set_timeouts(connection: &Connection, timeout: Duration) -> Result<(), String> {
-        connection
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| connection.set_write_timeout(Some(timeout)))
-            .map_err(|e| format!("cannot set the Redis socket's timeouts: {e}"))
-    }
-
-    /// One `EVALSHA` (plus a `SCRIPT LOAD` the first time a server sees the script).
-    pub(crate) fn run(
-        connection: &mut Connection,
-        key: &str,
-        [limit, period, timeout]: [u64; 3],
-    ) -> Result<(bool, u64), String> {
-        let (admitted, wait): (i64, u64) = SCRIPT
-            .key(key)
-            .arg(limit)
-            .arg(period)
-            .arg(timeout)
-            .invoke(connection)
-            .map_err(|e| format!("Redis did not answer: {e}"))?;
-        Ok((admitted == 1, wait))
-    }
-
-    /// `url` without its password, for messages.
-    fn redact(url: &str) -> String {
-        match (url.find("://"), url.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => {
-                format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-            }
-            _ => url.to_owned(),
-        }
-    }
-}
-
-/// Without the `redis` feature every cluster-wide limit is a store error.
-#[cfg(not(feature = "redis"))]
-mod client {
-    use std::time::Duration;
-
-    pub(crate) enum Client {}
-    pub(crate) enum Connection {}
-
-    pub(crate) fn open(_: &str) -> Result<Client, String> {
-        Err(
-            "this program was built without the `redis` feature of bulkhead, so `scope: cluster` \
-             cannot reach Redis; enable the feature (`bulkhead = { features = [\"redis\"] }`)"
-                .to_owned(),
-        )
-    }
-
-    pub(crate) fn connect(client: &Client, _: Duration) -> Result<Connection, String> {
-        match *client {}
-    }
-
-    pub(crate) fn set_timeouts(connection: &Connection, _: Duration) -> Result<(), String> {
-        match *connection {}
-    }
-
-    pub(crate) fn run(
-        connection: &mut Connection,
-        _: &str,
-        _: [u64; 3],
-    ) -> Result<(bool, u64), String> {
-        match *connection {}
-    }
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
