@@ -11,7 +11,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use bulkhead_config::{CheckReport, Diagnostic, Diagnostics, Layers, Parsed, Severity};
-use bulkhead_core::{DeclarationConflict, Declarations, Registry, ReloadError, ReloadReport};
+use bulkhead_core::{
+    DeclarationConflict, Declarations, DeployBase, DeployRefused, Layered, Registry, ReloadError,
+    ReloadReport,
+};
 
 use crate::Config;
 
@@ -67,17 +70,44 @@ pub fn declarations() -> &'static Declarations {
     Declarations::of_program()
 }
 
-/// The program's declarations as a [`Config`], with where each is declared.
-fn declared_config() -> (Config, impl Fn(&str) -> Option<String>) {
-    let declarations = declarations();
-    let mut config = Config::default();
-    for declared in declarations {
-        config
-            .bulkheads
-            .insert(declared.name().to_owned(), declared.config().clone());
-    }
-    let site = |name: &str| declarations.get(name).map(|d| d.declared_at().to_string());
-    (config, site)
+/// Where the program declares `name`, for messages (`None`: registered by hand).
+fn declared_at(name: &str) -> Option<String> {
+    declarations()
+        .get(name)
+        .map(|d| d.declared_at().to_string())
+}
+
+/// Layers over `base` — every registered bulkhead with the config a deploy builds on —
+/// named by where each is declared.
+pub(crate) fn layers_over(base: &Config) -> Layers {
+    Layers::over_declarations(base, declared_at)
+}
+
+/// A resolved layering as the registry applies it: the config, the names nothing
+/// registers, the warnings one per entry.
+pub(crate) fn layered(parsed: Parsed) -> Layered {
+    let mut layered = Layered::new(parsed.config);
+    layered.undeclared = parsed.undeclared;
+    layered.warnings = parsed.warnings.iter().map(ToString::to_string).collect();
+    layered
+}
+
+/// The one way a front end applies a deploy it builds: under the registry's deploy lock,
+/// after checking the program's declarations, recorded by the registry.
+pub(crate) fn apply(
+    source: &str,
+    strict: bool,
+    build: impl FnOnce(&DeployBase) -> Result<Layered, DeployError>,
+) -> Result<ReloadReport, DeployError> {
+    registry()
+        .deploy_with(source, strict, |base| {
+            declarations().check()?;
+            build(base)
+        })
+        .map_err(|refused| match refused {
+            DeployRefused::Build(e) => e,
+            DeployRefused::Refused(e) => DeployError::Refused(e),
+        })
 }
 
 /// Applies a deploy's config at start-up: the bulkheads it names take its sizes, every
@@ -135,7 +165,7 @@ pub fn install_strict(config: &Config) -> Result<ReloadReport, ReloadError> {
 ///
 /// [`ReloadError`] listing every problem; nothing was applied.
 pub fn reload(config: &Config) -> Result<ReloadReport, ReloadError> {
-    registry().reload(config)
+    install(config)
 }
 
 /// Why a [`Deploy`] was not applied. Nothing was.
@@ -183,11 +213,22 @@ pub enum DeployError {
 ///
 /// In production read the file and the process environment:
 /// `Deploy::new().file("deploy/prod.yaml")?.env().install()?`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[must_use = "a Deploy does nothing until it is installed or checked"]
 pub struct Deploy {
-    layers: Layers,
+    /// The YAML layers, lowest first: (name in messages, text).
+    yaml: Vec<(String, String)>,
+    env: Env,
     strict: bool,
+}
+
+/// The environment layer of a [`Deploy`].
+#[derive(Clone, Debug)]
+enum Env {
+    None,
+    /// The process's variables, read when the deploy is built.
+    Process,
+    Vars(Vec<(String, String)>),
 }
 
 impl Default for Deploy {
@@ -197,11 +238,12 @@ impl Default for Deploy {
 }
 
 impl Deploy {
-    /// A deploy over every declaration of the program, with no layer yet.
+    /// A deploy over every bulkhead of the process-wide registry — the program's
+    /// declarations and any registered by hand — with no layer yet.
     pub fn new() -> Self {
-        let (declared, site) = declared_config();
         Deploy {
-            layers: Layers::over_declarations(&declared, site),
+            yaml: Vec::new(),
+            env: Env::None,
             strict: false,
         }
     }
@@ -213,10 +255,11 @@ impl Deploy {
     /// An unreadable file or invalid YAML, now; other problems are reported when the
     /// deploy is resolved, all at once.
     pub fn file(self, path: impl AsRef<Path>) -> Result<Self, Diagnostics> {
-        Ok(Deploy {
-            layers: self.layers.file(path)?,
-            ..self
-        })
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let text = bulkhead_config::read_deploy_file(path)
+            .map_err(|e| Diagnostics::unreadable(&*name, e))?;
+        self.yaml(&name, &text)
     }
 
     /// Adds a deploy layer from YAML text, named `name` in messages.
@@ -224,17 +267,17 @@ impl Deploy {
     /// # Errors
     ///
     /// Invalid YAML, now; other problems are reported when the deploy is resolved.
-    pub fn yaml(self, name: &str, text: &str) -> Result<Self, Diagnostics> {
-        Ok(Deploy {
-            layers: self.layers.yaml(name, text)?,
-            ..self
-        })
+    pub fn yaml(mut self, name: &str, text: &str) -> Result<Self, Diagnostics> {
+        // The syntax now; the layer itself is layered over the registry when applied.
+        let _syntax = layers_over(&Config::default()).yaml(name, text)?;
+        self.yaml.push((name.to_owned(), text.to_owned()));
+        Ok(self)
     }
 
     /// Adds the process's `BULKHEAD_<NAME>__<KEY>` environment variables on top.
     pub fn env(self) -> Self {
         Deploy {
-            layers: self.layers.env(),
+            env: Env::Process,
             ..self
         }
     }
@@ -242,7 +285,7 @@ impl Deploy {
     /// Adds the given variables as the environment layer (tests, or a captured environment).
     pub fn env_vars(self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
         Deploy {
-            layers: self.layers.env_vars(vars),
+            env: Env::Vars(vars.into_iter().collect()),
             ..self
         }
     }
@@ -250,21 +293,55 @@ impl Deploy {
     /// Refuses names the program does not declare instead of warning about them.
     pub fn strict(self) -> Self {
         Deploy {
-            layers: self.layers.strict(),
             strict: true,
+            ..self
         }
     }
 
-    /// The layered config and its warnings (lints, undeclared names), without applying it.
+    /// Where this deploy comes from, in the log and [`ReloadStatus::in_force`](crate::ReloadStatus::in_force):
+    /// its layers' names, lowest first.
+    fn source(&self) -> String {
+        let mut names: Vec<&str> = self.yaml.iter().map(|(name, _)| name.as_str()).collect();
+        if !matches!(self.env, Env::None) {
+            names.push("the BULKHEAD_… environment variables");
+        }
+        if names.is_empty() {
+            "an empty deploy".to_owned()
+        } else {
+            names.join(" < ")
+        }
+    }
+
+    /// The layers over `base`, resolved.
+    fn resolve_over(&self, base: &DeployBase) -> Result<Parsed, Diagnostics> {
+        let mut layers = layers_over(&base.baselines);
+        if self.strict {
+            layers = layers.strict();
+        }
+        for (name, text) in &self.yaml {
+            layers = layers.yaml(name, text)?;
+        }
+        layers = match &self.env {
+            Env::None => layers,
+            Env::Process => layers.env(),
+            Env::Vars(vars) => layers.env_vars(vars.iter().cloned()),
+        };
+        layers.resolve()
+    }
+
+    /// The layered config and its warnings (lints, undeclared names), without applying it:
+    /// what [`install`](Self::install) would apply now.
     ///
     /// # Errors
     ///
     /// Every problem of every layer, each placed in its file or variable.
     pub fn resolve(&self) -> Result<Parsed, Diagnostics> {
-        self.layers.resolve()
+        self.resolve_over(&registry().deploy_base())
     }
 
-    /// Applies the deploy to the process-wide registry ([`install`]'s rules).
+    /// Applies the deploy to the process-wide registry ([`install`]'s rules): layered
+    /// over every registered bulkhead under the registry's deploy lock, and recorded in
+    /// [`Registry::reload_status`] whatever the outcome.
     ///
     /// # Errors
     ///
@@ -272,15 +349,27 @@ impl Deploy {
     /// the registry refuses it, [`DeployError::Conflict`] when the program's declarations
     /// give one name two kinds; nothing is applied in any case.
     pub fn install(self) -> Result<ReloadReport, DeployError> {
-        declarations().check()?;
-        let parsed = self.resolve().map_err(DeployError::Invalid)?;
-        let registry = registry();
-        let report = if self.strict {
-            registry.reload_strict(&parsed.config)?
-        } else {
-            registry.reload(&parsed.config)?
-        };
-        Ok(report)
+        self.install_as(&self.source())
+    }
+
+    /// A deploy of one YAML text named `name` (a watched file's contents, a request's
+    /// body), the process's environment on top when `env`. `text` is the reason when the
+    /// text could not be read: recorded as refused like any other deploy.
+    pub(crate) fn of_text(name: &str, text: &str, env: bool) -> Self {
+        Deploy {
+            yaml: vec![(name.to_owned(), text.to_owned())],
+            env: if env { Env::Process } else { Env::None },
+            strict: false,
+        }
+    }
+
+    /// [`install`](Self::install), naming the deploy `source` in the log and the status.
+    pub(crate) fn install_as(&self, source: &str) -> Result<ReloadReport, DeployError> {
+        apply(source, self.strict, |base| {
+            self.resolve_over(base)
+                .map(layered)
+                .map_err(DeployError::Invalid)
+        })
     }
 }
 
@@ -321,16 +410,11 @@ pub fn check_deploy(files: &[impl AsRef<Path>], strict: bool) -> DeployCheck {
         let path = file.as_ref();
         let name = path.display().to_string();
         report.add_file(&name);
-        let text = match bulkhead_config::read_source(path) {
+        let text = match bulkhead_config::read_deploy_file(path) {
             Ok(text) => text,
             Err(e) => {
                 unreadable = true;
-                report.extend(Diagnostics::from(vec![Diagnostic::unplaced(
-                    Severity::Error,
-                    name,
-                    "",
-                    format!("cannot read the deploy file: {e}"),
-                )]));
+                report.extend(Diagnostics::unreadable(name, e));
                 continue;
             }
         };

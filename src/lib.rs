@@ -279,12 +279,13 @@ pub use bulkhead_core::adaptive::mark_overloaded;
 pub use bulkhead_core::{
     Acquire, Admission, AnnotatedFunction, AsyncPermit, AsyncSharePermit, Bulkhead, BulkheadError,
     BulkheadName, BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock,
-    DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, KeyLoad, ManualClock,
-    OwnedPermit, Partition, PartitionNamesChanged, PartitionSnapshot, PerKeySnapshot, Permit,
-    PoolAdmission, RateAdmission, RateLimiter, RefusalCounts, Refused, Registry, RegistryError,
-    ReloadError, ReloadProblem, ReloadReport, RunAdmitted, RunAsync, SemaphoreBulkhead,
-    SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, SystemClock,
-    ThreadPoolBulkhead, UndeclaredName, retry_after_header_secs, system_clock,
+    DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, DeployBase,
+    DeployRefused, KeyLoad, Layered, ManualClock, OwnedPermit, Partition, PartitionNamesChanged,
+    PartitionSnapshot, PerKeySnapshot, Permit, PoolAdmission, RateAdmission, RateLimiter,
+    RefusalCounts, Refused, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
+    RunAdmitted, RunAsync, SemaphoreBulkhead, SemaphoreCall, SemaphoreShutdown, SharePermit,
+    ShutdownReport, Sleep, SystemClock, ThreadPoolBulkhead, UndeclaredName,
+    retry_after_header_secs, system_clock,
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]

@@ -43,6 +43,13 @@ fn register() {
     });
 }
 
+/// Held by each test that writes deploys: `PUT /config` replaces the deploy in force, so
+/// write tests take turns (reads run alongside).
+async fn writes() -> tokio::sync::MutexGuard<'static, ()> {
+    static WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    WRITES.lock().await
+}
+
 /// Serves `admin` on 127.0.0.1, with connect info (the peer address is logged).
 async fn serve(admin: Admin) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -149,12 +156,24 @@ async fn get_bulkheads_lists_every_bulkhead_with_kind_config_site_and_snapshot()
     register();
     let addr = serve(Admin::new()).await;
     within_a_minute(async {
+        // Other tests register bulkheads meanwhile: the list holds every one registered
+        // before the request and only ones registered by its end.
+        let before = bulkhead::registry().names();
         let reply = request(addr, "GET", "/bulkheads", &[], "").await;
         assert_eq!(reply.status, 200, "{}", reply.body);
+        let after = bulkhead::registry().names();
         let list = reply.json();
         let list = list.as_array().expect("an array");
         let names: Vec<&str> = list.iter().map(|b| b["name"].as_str().unwrap()).collect();
-        assert_eq!(names, bulkhead::registry().names());
+        assert!(
+            before.iter().all(|n| names.contains(&n.as_str())),
+            "{names:?}"
+        );
+        assert!(
+            names.iter().all(|n| after.iter().any(|a| a == n)),
+            "{names:?}"
+        );
+        assert!(names.is_sorted(), "{names:?}");
         for declared in bulkhead::declarations().names() {
             assert!(names.contains(&declared), "{declared} in {names:?}");
         }
@@ -244,6 +263,7 @@ async fn the_events_stream_delivers_a_refusal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_path_needs_the_right_token_and_resizes() {
     register();
+    let _writes = writes().await;
     let read_only = serve(Admin::new()).await;
     let writable = serve(Admin::new().without_env().write_token(TOKEN)).await;
     let pool_limit = || {
@@ -388,6 +408,157 @@ async fn a_slow_events_client_loses_events_and_never_slows_calls() {
         let dropped: Value =
             serde_json::from_str(data.trim_start_matches("data: ").trim()).unwrap();
         assert!(dropped["dropped"].as_u64().unwrap() >= 1);
+    })
+    .await;
+}
+
+/// A semaphore bulkhead registered by hand (no declaration): a deploy sizes it too.
+fn hand_registered(name: &str) -> bulkhead::SemaphoreBulkhead {
+    use bulkhead::config::{BulkheadConfig, SemaphoreConfig};
+    let config = BulkheadConfig::semaphore(SemaphoreConfig {
+        max_concurrent_calls: 1,
+        ..SemaphoreConfig::default()
+    });
+    bulkhead::registry()
+        .register(name, &config)
+        .unwrap()
+        .as_semaphore()
+        .cloned()
+        .unwrap()
+}
+
+fn limit_patch(limit: u32) -> String {
+    format!("{{\"max_concurrent_calls\": {limit}}}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_patches_to_different_bulkheads_all_survive() {
+    const WRITERS: usize = 8;
+    const ROUNDS: u32 = 50;
+    let _writes = writes().await;
+    let bulkheads: Vec<_> = (0..WRITERS)
+        .map(|i| hand_registered(&format!("patched-{i}")))
+        .collect();
+    let addr = serve(Admin::new().without_env().write_token(TOKEN)).await;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        for round in 0..ROUNDS {
+            let limit = round + 2;
+            let start = std::sync::Arc::new(tokio::sync::Barrier::new(WRITERS));
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|i| {
+                    let (start, bearer) = (start.clone(), bearer.clone());
+                    tokio::spawn(async move {
+                        start.wait().await;
+                        let path = format!("/bulkheads/patched-{i}");
+                        request(addr, "PATCH", &path, &[&bearer], &limit_patch(limit)).await
+                    })
+                })
+                .collect();
+            for writer in writers {
+                let reply = writer.await.unwrap();
+                assert_eq!(reply.status, 200, "{}", reply.body);
+                let in_force = &reply.json()["config"]["max_concurrent_calls"];
+                assert_eq!(in_force, &serde_json::json!(limit), "{}", reply.body);
+            }
+            // Every change answered 200 is in force: none was lost to another.
+            for (i, bulkhead) in bulkheads.iter().enumerate() {
+                assert_eq!(bulkhead.limit(), limit, "patched-{i} in round {round}");
+            }
+        }
+        let status = bulkhead::registry().reload_status();
+        let source = status.in_force.expect("a deploy is in force");
+        assert!(source.starts_with("PATCH /bulkheads/patched-"), "{source}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_patches_to_one_key_leave_one_winner_each_answer_stating_its_value() {
+    const WRITERS: u32 = 8;
+    let _writes = writes().await;
+    let contested = hand_registered("patched-contested");
+    let addr = serve(Admin::new().without_env().write_token(TOKEN)).await;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        for round in 0..10 {
+            let start = std::sync::Arc::new(tokio::sync::Barrier::new(WRITERS as usize));
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|i| {
+                    let (start, bearer) = (start.clone(), bearer.clone());
+                    let limit = 100 * round + i + 2;
+                    tokio::spawn(async move {
+                        start.wait().await;
+                        let path = "/bulkheads/patched-contested";
+                        let body = limit_patch(limit);
+                        (limit, request(addr, "PATCH", path, &[&bearer], &body).await)
+                    })
+                })
+                .collect();
+            let mut sent = Vec::new();
+            for writer in writers {
+                let (limit, reply) = writer.await.unwrap();
+                assert_eq!(reply.status, 200, "{}", reply.body);
+                // Each answer states the value its own change put in force.
+                let stated = &reply.json()["config"]["max_concurrent_calls"];
+                assert_eq!(stated, &serde_json::json!(limit), "{}", reply.body);
+                sent.push(limit);
+            }
+            let winner = contested.limit();
+            assert!(sent.contains(&winner), "{winner} is one of {sent:?}");
+            let read = request(addr, "GET", "/bulkheads/patched-contested", &[], "").await;
+            let shown = &read.json()["config"]["max_concurrent_calls"];
+            assert_eq!(shown, &serde_json::json!(winner), "{}", read.body);
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_keeps_the_rest_of_the_deploy_in_force_and_a_put_replaces_it() {
+    let _writes = writes().await;
+    let kept = hand_registered("patched-kept");
+    let other = hand_registered("patched-other");
+    let addr = serve(Admin::new().without_env().write_token(TOKEN)).await;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        let put = "bulkheads:\n  patched-kept: { max_concurrent_calls: 9 }\n";
+        let applied = request(addr, "PUT", "/config", &[&bearer], put).await;
+        assert_eq!(applied.status, 200, "{}", applied.body);
+        assert_eq!(
+            kept.limit(),
+            9,
+            "a deploy sizes a bulkhead registered by hand"
+        );
+        let patched = request(
+            addr,
+            "PATCH",
+            "/bulkheads/patched-other",
+            &[&bearer],
+            &limit_patch(4),
+        )
+        .await;
+        assert_eq!(patched.status, 200, "{}", patched.body);
+        assert_eq!(
+            (kept.limit(), other.limit()),
+            (9, 4),
+            "the PUT's entry survives the PATCH"
+        );
+        let replaced = request(addr, "PUT", "/config", &[&bearer], "bulkheads: {}\n").await;
+        assert_eq!(replaced.status, 200, "{}", replaced.body);
+        assert_eq!(
+            (kept.limit(), other.limit()),
+            (1, 1),
+            "a PUT replaces the deploy in force"
+        );
+        let reloads = request(addr, "GET", "/reloads", &[], "").await.json();
+        assert!(
+            reloads["in_force"]
+                .as_str()
+                .unwrap()
+                .starts_with("PUT /config by 127.0.0.1:"),
+            "{reloads}"
+        );
     })
     .await;
 }

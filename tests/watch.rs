@@ -51,8 +51,8 @@ fn start(path: &Path) -> bulkhead::WatchGuard {
         .expect("the deploy file applies and its directory can be watched")
 }
 
-/// The `ERROR` lines of target `bulkhead`, as their messages: a subscriber for the whole
-/// test binary (it has one test).
+/// The `ERROR` lines of target `bulkhead`, each as its message and fields
+/// (`message field=value …`): a subscriber for the whole test binary (it has one test).
 fn capture_errors() -> Arc<Mutex<Vec<String>>> {
     use tracing_subscriber::layer::SubscriberExt;
 
@@ -61,7 +61,9 @@ fn capture_errors() -> Arc<Mutex<Vec<String>>> {
     impl tracing::field::Visit for Message<'_> {
         fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
             if field.name() == "message" {
-                *self.0 = format!("{value:?}");
+                self.0.insert_str(0, &format!("{value:?}"));
+            } else {
+                self.0.push_str(&format!(" {}={value:?}", field.name()));
             }
         }
     }
@@ -167,6 +169,8 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
         logged.iter().all(|line| line.contains("prod.yaml:2:")),
         "{logged:?}"
     );
+    // One line per event: the multi-line diagnostic is a field, its line breaks escaped.
+    assert!(logged.iter().all(|line| !line.contains('\n')), "{logged:?}");
 
     // The next good edit applies again.
     fs::write(&plain, deploy(8)).unwrap();

@@ -44,8 +44,8 @@ pub use declaration::{
 pub use error::{BulkheadError, BulkheadName, Refused};
 pub use rate_limit::{RateAdmission, RateLimiter, retry_after_header_secs};
 pub use registry::{
-    Bulkhead, BulkheadShutdown, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
-    UndeclaredName, registry,
+    Bulkhead, BulkheadShutdown, DeployBase, DeployRefused, Layered, Registry, RegistryError,
+    ReloadError, ReloadProblem, ReloadReport, UndeclaredName, registry,
 };
 pub use reloads::{ReloadFailure, ReloadStatus};
 pub use semaphore::{
