@@ -12,11 +12,26 @@
 //! environment variables ([`Deploy`]) — checked against every declaration (entries may
 //! give sizes only) and applied.
 //!
-//! A bad change applies nothing: the bulkheads keep their sizes, the diagnostics (each
-//! `FILE:LINE:COL: error: …`) are logged once at `ERROR` (target `bulkhead`), counted in
-//! `bulkhead_config_reloads_total{result="error"}`, and kept as the last error, readable
-//! from [`WatchGuard::status`], from [`Registry::reload_status`](crate::Registry::reload_status)
-//! and from the admin endpoint. The next good change applies as usual.
+//! Every read goes through the registry's one deploy path, like any other deploy, so each
+//! outcome is recorded in the same places: counted in [`Registry::reload_status`](crate::Registry::reload_status)
+//! (and so `GET /reloads` and `bulkhead_config_reloads_total{result}`), and logged as one
+//! line (target `bulkhead`: `INFO` applied, `ERROR` refused, the diagnostics in the
+//! `problems` field).
+//!
+//! A bad change applies nothing: the bulkheads keep their sizes, and the diagnostics (each
+//! `FILE:LINE:COL: error: …`) are kept as the last error, readable from
+//! [`WatchGuard::status`] and the registry. The next good change applies as usual. Refused
+//! the same way, never blocking the watcher:
+//!
+//! * anything but a regular file swapped in — a named pipe, a socket, a device or a
+//!   directory — refused by its type before it is read (the file is opened non-blocking);
+//! * a loop of symbolic links, a file that is not UTF-8, a missing file;
+//! * an empty file (zero bytes, or blanks and comments only) — what an editor's truncate
+//!   before its write leaves for a moment: applying it would send every bulkhead back to
+//!   its declared sizes. To clear every override deliberately, write `bulkheads: {}`.
+//!
+//! [`WatchStatus::drifted`] says when the running config differs from the file (its last
+//! change was refused, or another deploy was applied since).
 //!
 //! Dropping the [`WatchGuard`] stops watching; it returns once the watcher's thread has
 //! ended.
