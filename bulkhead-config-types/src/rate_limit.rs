@@ -72,7 +72,10 @@ impl RateLimitScope {
 }
 
 /// The store a `scope: cluster` rate limit is counted in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its `Debug` hides the password of the `redis` URL ([`redact_url`]); admin endpoints
+/// and logs print it that way too.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitStore {
@@ -96,6 +99,38 @@ pub struct RateLimitStore {
     #[serde(default = "RateLimitStore::default_replicas")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub replicas: u32,
+}
+
+/// `url` with its credentials hidden, for anything printed: `redis://:secret@host:6379`
+/// becomes `redis://…@host:6379`. A URL without `@` (or `${NAME}`) is returned as is.
+///
+/// ```
+/// use bulkhead::config::redact_url;
+/// assert_eq!(redact_url("redis://:s3cret@redis.internal:6379/0"), "redis://…@redis.internal:6379/0");
+/// assert_eq!(redact_url("redis://redis.internal:6379"), "redis://redis.internal:6379");
+/// assert_eq!(redact_url("${REDIS_URL}"), "${REDIS_URL}");
+/// ```
+pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://…@{}", &url[..scheme], &url[at + 1..]).into()
+        }
+        // No scheme but an `@`: all of it may be a secret written wrongly.
+        (None, Some(_)) => "…".into(),
+        _ => url.into(),
+    }
+}
+
+impl std::fmt::Debug for RateLimitStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitStore")
+            .field("redis", &redact_url(&self.redis))
+            .field("key_prefix", &self.key_prefix)
+            .field("response_timeout", &self.response_timeout)
+            .field("on_store_error", &self.on_store_error)
+            .field("replicas", &self.replicas)
+            .finish()
+    }
 }
 
 impl RateLimitStore {

@@ -466,6 +466,6 @@ fn redis_address_problem(redis: &str) -> Option<String> {
         "is `{}`: write a Redis URL such as `redis://redis.internal:6379/0` \
          (`redis+unix:///path` for a socket; TLS is not supported), or `${{NAME}}` to read it \
          from the environment variable NAME",
-        escape_controls(redis)
+        escape_controls(&crate::redact_url(redis))
     ))
 }

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderMap, StatusCode, header};
-use subtle::ConstantTimeEq;
 
 use super::{Admin, not_found, problem};
 use crate::config::{Diagnostic, Diagnostics, Severity};
@@ -33,8 +33,10 @@ impl std::fmt::Display for Caller {
     }
 }
 
-/// Why a write was refused.
+/// Why a request was refused before its handler ran.
 pub(super) enum Denied {
+    /// No write token is configured: the write routes answer `405`.
+    NoWrites,
     /// No `Authorization: Bearer …` header: `401`.
     NoToken,
     /// Another token: `403`.
@@ -44,10 +46,16 @@ pub(super) enum Denied {
 impl IntoResponse for Denied {
     fn into_response(self) -> Response {
         match self {
+            Denied::NoWrites => problem(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "this admin router is read-only: the application turns writes on by giving it \
+                 a write token"
+                    .into(),
+            ),
             Denied::NoToken => {
                 let mut response = problem(
                     StatusCode::UNAUTHORIZED,
-                    "this route changes bulkheads: send `Authorization: Bearer <token>`".into(),
+                    "this route needs a token: send `Authorization: Bearer <token>`".into(),
                 );
                 response.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
@@ -57,14 +65,14 @@ impl IntoResponse for Denied {
             }
             Denied::WrongToken => problem(
                 StatusCode::FORBIDDEN,
-                "the token is not the admin's write token".into(),
+                "the token is not one this admin router accepts for this route".into(),
             ),
         }
     }
 }
 
-/// A caller whose bearer token is the admin's: extracting it answers `401`/`403` for the
-/// others, before the handler runs.
+/// A caller whose bearer token is the admin's write token: extracting it answers
+/// `405`/`401`/`403` for the others, before the handler runs.
 pub(super) struct Authorized(Caller);
 
 impl FromRequestParts<Arc<Admin>> for Authorized {
@@ -74,34 +82,49 @@ impl FromRequestParts<Arc<Admin>> for Authorized {
         parts: &mut Parts,
         admin: &Arc<Admin>,
     ) -> Result<Self, Self::Rejection> {
+        let Some(expected) = &admin.write_token else {
+            return Err(Denied::NoWrites);
+        };
         let peer = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0);
-        authorize(admin, &parts.headers, peer).map(Authorized)
+        let caller = caller(&parts.headers, peer);
+        if expected.matches(bearer(&parts.headers)?) {
+            Ok(Authorized(caller))
+        } else {
+            tracing::warn!(target: "bulkhead", who = %caller, "admin write refused: wrong token");
+            Err(Denied::WrongToken)
+        }
     }
 }
 
-/// The caller, if its bearer token is the admin's (compared in constant time).
-fn authorize(
-    admin: &Admin,
-    headers: &HeaderMap,
-    peer: Option<SocketAddr>,
-) -> Result<Caller, Denied> {
-    let caller = caller(headers, peer);
-    let given = headers
+/// The bearer token of a request.
+fn bearer(headers: &HeaderMap) -> Result<&str, Denied> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or(Denied::NoToken)?;
-    // The write routes exist only with a token; without one nothing matches.
-    let expected = admin.write_token.as_deref().ok_or(Denied::WrongToken)?;
-    if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
-        Ok(caller)
-    } else {
-        tracing::warn!(target: "bulkhead", who = %caller, "admin write refused: wrong token");
-        Err(Denied::WrongToken)
+        .ok_or(Denied::NoToken)
+}
+
+/// The read routes' guard: with a read token, a request needs it (or the write token).
+pub(super) async fn read_access(
+    State(admin): State<Arc<Admin>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(read) = &admin.read_token {
+        let allowed = bearer(request.headers()).map(|given| {
+            read.matches(given) || admin.write_token.as_ref().is_some_and(|w| w.matches(given))
+        });
+        match allowed {
+            Ok(true) => {}
+            Ok(false) => return Denied::WrongToken.into_response(),
+            Err(denied) => return denied.into_response(),
+        }
     }
+    next.run(request).await
 }
 
 fn caller(headers: &HeaderMap, peer: Option<SocketAddr>) -> Caller {
@@ -222,7 +245,7 @@ pub(super) async fn resize(
     });
     answer(outcome.map(|report| {
         let mut json = report_json(&report);
-        json["config"] = serde_json::to_value(&in_force).unwrap_or_default();
+        json["config"] = serde_json::to_value(in_force.map(super::shown)).unwrap_or_default();
         json
     }))
 }
