@@ -2,7 +2,9 @@
 //! only when the application gives a token — a way to resize bulkheads live. The routes
 //! and their rules are documented on [`Admin`].
 
+mod access;
 mod events;
+#[cfg(feature = "deploy")]
 mod write;
 
 use std::sync::Arc;
@@ -191,7 +193,9 @@ impl Admin {
         }
     }
 
-    /// Turns the write routes on, for requests carrying `Authorization: Bearer <token>`.
+    /// Turns the write routes on, for requests carrying `Authorization: Bearer <token>`
+    /// (feature `deploy`).
+    #[cfg(feature = "deploy")]
     pub fn write_token(mut self, token: impl AsRef<str>) -> Self {
         self.write_token = Some(Token::new(token.as_ref()));
         self
@@ -238,17 +242,21 @@ impl Admin {
         // Read routes need the read token when there is one; write routes check the write
         // token themselves (and answer 405 when there is none).
         let read = |route: MethodRouter<Arc<Admin>>| {
-            route.route_layer(from_fn_with_state(Arc::clone(&state), write::read_access))
+            route.route_layer(from_fn_with_state(Arc::clone(&state), access::read_access))
         };
+        #[cfg(feature = "deploy")]
+        let (patch_one, put_config) = (write::resize, write::apply);
+        #[cfg(not(feature = "deploy"))]
+        let (patch_one, put_config) = (access::no_writes, access::no_writes);
         axum::Router::new()
             // Reads.
             .route("/bulkheads", read(get(list)))
-            .route("/bulkheads/{name}", read(get(one)).patch(write::resize))
+            .route("/bulkheads/{name}", read(get(one)).patch(patch_one))
             .route("/events", read(get(events::stream)))
             .route("/metrics", read(get(metrics)))
             .route("/reloads", read(get(reloads)))
             // Writes.
-            .route("/config", put(write::apply))
+            .route("/config", put(put_config))
             .fallback(no_route)
             .method_not_allowed_fallback(no_method)
             .with_state(state)
