@@ -5,7 +5,7 @@
 //! cargo run --example admin                                   # http://127.0.0.1:9899/admin/ui
 //! cargo run --example admin -- --watch deploy/prod.yaml       # also follows the file
 //! curl -s localhost:9899/admin/bulkheads/inventory
-//! curl -sN localhost:9899/admin/bulkheads/events             # server-sent events
+//! curl -sN localhost:9899/admin/events             # server-sent events
 //! curl -s -X PATCH -H 'Authorization: Bearer demo-token' \
 //!      -d '{"max_concurrent_calls": 8}' localhost:9899/admin/bulkheads/inventory
 //! ```
@@ -15,7 +15,8 @@
 //! take, so refusals show in the snapshots, the events and the metrics. Resize `inventory`
 //! to 8 and its refusals stop. The write token is `BULKHEAD_ADMIN_TOKEN`, or `demo-token`.
 //! `-- --addr HOST:PORT` serves elsewhere; `-- --check` serves on a free port, makes the
-//! requests above itself, prints what came back and exits.
+//! requests above itself, prints what came back, then shuts the server down gracefully
+//! with an event stream open (the stream ends, so the drain finishes) and exits.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -79,8 +80,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stop = Arc::new(AtomicBool::new(false));
     load::start_load(6, &stop, call_both);
 
-    let admin = Admin::new().write_token(token.clone());
+    let admin = Admin::new()
+        .write_token(token.clone())
+        .max_event_clients(16);
+    // Event streams last as long as their clients: a graceful shutdown closes them first.
+    let streams = admin.event_streams();
     let app = Router::new().nest("/admin", admin.router());
+    let (shut_down, shutdown) = tokio::sync::oneshot::channel::<()>();
     let addr = if check {
         "127.0.0.1:0".to_owned()
     } else {
@@ -95,6 +101,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             listener,
             app.into_make_service_with_connect_info::<SocketAddr>(),
         )
+        .with_graceful_shutdown(async move {
+            // A real service waits for its termination signal here.
+            let _ = shutdown.await;
+            streams.close();
+        })
         .await
     });
 
@@ -123,6 +134,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         println!("{line}");
     }
+    // A graceful shutdown with an event stream open: the stream ends, the server stops.
+    let mut events = tokio::net::TcpStream::connect(addr).await?;
+    let open = format!("GET /admin/events HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    events.write_all(open.as_bytes()).await?;
+    let mut head = [0u8; 12];
+    events.read_exact(&mut head).await?;
+    println!("\n$ GET /admin/events\n{}", String::from_utf8_lossy(&head));
+    let _ = shut_down.send(());
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .map_err(|_| "the server did not shut down with an event stream open")???;
+    println!("shut down gracefully with an event stream open");
     stop.store(true, Ordering::Relaxed);
     Ok(())
 }

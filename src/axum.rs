@@ -68,7 +68,7 @@
 
 mod admin;
 
-pub use admin::{Admin, admin, events_dropped};
+pub use admin::{Admin, EventStreams, MAX_EVENTS_BUFFER, admin, events_dropped};
 
 use std::fmt;
 use std::future::Future;

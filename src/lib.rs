@@ -57,18 +57,19 @@
 //!
 //! # Features
 //!
-//! None is on by default; the attribute, the registry, deploys and both kinds of bulkhead
-//! need none of them.
+//! Only `deploy` is on by default; the attribute, the registry, [`install`] / [`reload`] of
+//! a [`Config`] built in code and both kinds of bulkhead need none of them.
 //!
 //! | feature | adds |
 //! |---|---|
+//! | `deploy` (default) | [`Deploy`], [`check_deploy`], [`watch()`] and the admin router's writes: deploy files and `BULKHEAD_…` variables layered over the registry. It links the YAML parser; a program that never reads a deploy file turns it off (`default-features = false`) and links none (`cargo tree -e normal` shows no `saphyr`, `figment`, `schemars` or `serde_json`). |
 //! | `tokio` | A thread-pool `async fn` runs its future on a worker thread; with `tokio`, the worker enters the tokio runtime of the task that awaits the call, so the body can use tokio's timers, I/O and `spawn`. Without it such a body panics with a message that names this feature (semaphore bulkheads run the body on the caller's task, on any executor, and never need it). |
 //! | `tower` | `tower::BulkheadLayer`: a semaphore bulkhead as a tower `Layer`; a full bulkhead is an error value (`tower::ServiceError::Refused`), never a hang. |
 //! | `axum` | (with `tower`) `axum::BulkheadLayer` for routes: the permit is held until the response body's last frame, a refusal is a `503` (`429` when rate limited) with `Retry-After` (`axum::Refusal`). |
 //! | `axum` (admin) | [`axum::admin`] / [`axum::Admin`]: a router with every bulkhead as JSON, its events as server-sent events, `/metrics`, `/reloads`, and live resizing behind a bearer token. |
 //! | `metrics` | [`metrics_bridge`]: publishes every bulkhead's snapshot through the `metrics` crate's recorder, from the same table of families as [`prometheus`] ([`metric_families::FAMILIES`]). |
 //! | `serde` | `Serialize` for snapshots, reload reports and statuses, shutdown reports (on with `axum`). |
-//! | `watch` | [`watch()`] / [`Watch`]: applies a deploy file and then every change to it (edits, atomic renames, the Kubernetes `..data` symlink swap). |
+//! | `watch` | (with `deploy`) [`watch()`] / [`Watch`]: applies a deploy file and then every change to it (edits, atomic renames, the Kubernetes `..data` symlink swap). |
 //! | `redis` | `rate_limit: { scope: cluster, store: { redis: … } }` counts the limit in Redis, shared by every replica (below); without it such a limit is a store error, handled as its `on_store_error` says. |
 //!
 //! ```toml
@@ -244,18 +245,24 @@ pub struct PartitionsExamples;
 pub mod __private;
 mod deploy;
 
-pub use deploy::{
-    Deploy, DeployCheck, DeployError, check_deploy, declarations, install, install_strict,
-    registry, reload,
-};
+#[cfg(feature = "deploy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "deploy")))]
+pub use deploy::{Deploy, DeployCheck, DeployError, check_deploy};
+pub use deploy::{declarations, install, install_strict, registry, reload};
 #[cfg(feature = "watch")]
 pub use watch::{Watch, WatchError, WatchGuard, watch};
 
 /// The config types, YAML parsing with positions, validation and deploy layering
 /// ([`config::Layers`]: embedded defaults < deploy files < `BULKHEAD_…` environment variables).
+/// Without the `deploy` feature: the config types only (no parser is linked).
+#[cfg(feature = "deploy")]
 #[doc(inline)]
 pub use bulkhead_config as config;
-pub use bulkhead_config::Config;
+/// The config types (with the `deploy` feature, also YAML parsing, validation with
+/// positions and deploy layering).
+#[cfg(not(feature = "deploy"))]
+pub use bulkhead_config_types as config;
+pub use bulkhead_config_types::Config;
 /// Adaptive limits: a bulkhead declared with `adaptive: { algorithm: vegas | gradient2 |
 /// aimd, … }` sizes itself from the latency and drops of its calls, within its declared
 /// size. Code marks a call whose dependency said "overloaded" with [`mark_overloaded`]:
@@ -287,13 +294,13 @@ pub use bulkhead_core::adaptive::mark_overloaded;
 pub use bulkhead_core::{
     Acquire, Admission, AnnotatedFunction, AsyncPermit, AsyncSharePermit, Bulkhead, BulkheadError,
     BulkheadName, BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock,
-    DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, KeyLoad, ManualClock,
-    OwnedPermit, Partition, PartitionNamesChanged, PartitionSnapshot, PerKeySnapshot, Permit,
-    PoolAdmission, RateAdmission, RateLimiter, RefusalCounts, Refused, Registry, RegistryError,
-    ReloadError, ReloadProblem, ReloadReport, RunAdmitted, RunAsync, SemaphoreBulkhead,
-    SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep, StoreCheck, SystemClock,
-    ThreadPoolBulkhead, UndeclaredName, check_cluster_stores, retry_after_header_secs,
-    system_clock,
+    DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, DeployBase,
+    DeployRefused, KeyLoad, Layered, ManualClock, OwnedPermit, Partition, PartitionNamesChanged,
+    PartitionSnapshot, PerKeySnapshot, Permit, PoolAdmission, RateAdmission, RateLimiter,
+    RefusalCounts, Refused, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
+    RunAdmitted, RunAsync, SemaphoreBulkhead, SemaphoreCall, SemaphoreShutdown, SharePermit,
+    ShutdownReport, Sleep, StoreCheck, SystemClock, ThreadPoolBulkhead, UndeclaredName,
+    check_cluster_stores, retry_after_header_secs, system_clock,
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]

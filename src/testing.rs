@@ -49,7 +49,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bulkhead_config::{BulkheadConfig, Limits, SemaphoreConfig, ThreadPoolConfig};
+use bulkhead_config_types::{BulkheadConfig, Limits, SemaphoreConfig, ThreadPoolConfig};
 use bulkhead_core::{Bulkhead, BulkheadError, BulkheadName, Clock, ManualClock, system_clock};
 
 use crate::__private::{Declaration, Resolve};

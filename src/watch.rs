@@ -12,11 +12,26 @@
 //! environment variables ([`Deploy`]) — checked against every declaration (entries may
 //! give sizes only) and applied.
 //!
-//! A bad change applies nothing: the bulkheads keep their sizes, the diagnostics (each
-//! `FILE:LINE:COL: error: …`) are logged once at `ERROR` (target `bulkhead`), counted in
-//! `bulkhead_config_reloads_total{result="error"}`, and kept as the last error, readable
-//! from [`WatchGuard::status`], from [`Registry::reload_status`](crate::Registry::reload_status)
-//! and from the admin endpoint. The next good change applies as usual.
+//! Every read goes through the registry's one deploy path, like any other deploy, so each
+//! outcome is recorded in the same places: counted in [`Registry::reload_status`](crate::Registry::reload_status)
+//! (and so `GET /reloads` and `bulkhead_config_reloads_total{result}`), and logged as one
+//! line (target `bulkhead`: `INFO` applied, `ERROR` refused, the diagnostics in the
+//! `problems` field).
+//!
+//! A bad change applies nothing: the bulkheads keep their sizes, and the diagnostics (each
+//! `FILE:LINE:COL: error: …`) are kept as the last error, readable from
+//! [`WatchGuard::status`] and the registry. The next good change applies as usual. Refused
+//! the same way, never blocking the watcher:
+//!
+//! * anything but a regular file swapped in — a named pipe, a socket, a device or a
+//!   directory — refused by its type before it is read (the file is opened non-blocking);
+//! * a loop of symbolic links, a file that is not UTF-8, a missing file;
+//! * an empty file (zero bytes, or blanks and comments only) — what an editor's truncate
+//!   before its write leaves for a moment: applying it would send every bulkhead back to
+//!   its declared sizes. To clear every override deliberately, write `bulkheads: {}`.
+//!
+//! [`WatchStatus::drifted`] says when the running config differs from the file (its last
+//! change was refused, or another deploy was applied since).
 //!
 //! Dropping the [`WatchGuard`] stops watching; it returns once the watcher's thread has
 //! ended.
@@ -37,6 +52,7 @@ use std::time::Duration;
 use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
+use crate::config::Diagnostics;
 use crate::{Deploy, DeployError};
 
 /// How long the file must be quiet before a change is read, by default.
@@ -110,7 +126,14 @@ impl Watch {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let state = Arc::new(WatchState::default());
+        let state = Arc::new(WatchState {
+            path: self.path.clone(),
+            in_sync: AtomicBool::new(false),
+            applied: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            last_error: std::sync::Mutex::new(None),
+            stopped: AtomicBool::new(false),
+        });
         let mut follower = Follower {
             watch: self.clone(),
             state: Arc::clone(&state),
@@ -218,6 +241,17 @@ impl WatchStatus {
             .clone()
     }
 
+    /// Whether the running config differs from the watched file: its last change was
+    /// refused (the bulkheads keep the sizes of the deploy before it), or another deploy
+    /// — a `PATCH` or `PUT` of the admin router, an [`install`](crate::install) — was
+    /// applied after it ([`ReloadStatus::in_force`](crate::ReloadStatus::in_force) says
+    /// which). The next change of the file that applies ends the drift.
+    pub fn drifted(&self) -> bool {
+        let file = self.0.path.display().to_string();
+        !self.0.in_sync.load(Ordering::Acquire)
+            || crate::registry().reload_status().in_force.as_deref() != Some(file.as_str())
+    }
+
     /// False once the watcher has stopped (its guard dropped): no change is read after.
     pub fn is_watching(&self) -> bool {
         !self.0.stopped.load(Ordering::Acquire)
@@ -230,13 +264,16 @@ impl fmt::Debug for WatchStatus {
             .field("applied", &self.applied())
             .field("refused", &self.refused())
             .field("last_error", &self.last_error())
+            .field("drifted", &self.drifted())
             .field("watching", &self.is_watching())
             .finish()
     }
 }
 
-#[derive(Default)]
 struct WatchState {
+    path: PathBuf,
+    /// The file's current contents are the deploy applied last by this watcher.
+    in_sync: AtomicBool,
     applied: AtomicU64,
     refused: AtomicU64,
     last_error: std::sync::Mutex<Option<String>>,
@@ -271,86 +308,49 @@ impl Follower {
         }
     }
 
-    /// Reads the file; if it changed since last read, layers and applies it.
+    /// Reads the file; if it changed since last read, layers and applies it. Every
+    /// outcome — applied, refused, unreadable — is recorded by the registry's one deploy
+    /// path ([`Registry::deploy_with`](crate::Registry::deploy_with)).
     fn check(&mut self) -> Result<(), String> {
-        let read = read_bounded(&self.watch.path).map_err(|e| {
-            format!(
-                "{}: error: cannot read the deploy file: {e}",
-                self.watch.path.display()
-            )
-        });
+        let path = self.watch.path.display().to_string();
+        let read = crate::config::read_deploy_file(&self.watch.path).map_err(|e| e.to_string());
         if self.last_seen.as_ref() == Some(&read) {
             return Ok(());
         }
         self.last_seen = Some(read.clone());
-        let applied = read.and_then(|contents| self.apply(&contents));
-        self.report(applied)
-    }
-
-    /// Counts, keeps and logs what one change did.
-    fn report(&self, applied: Result<(), String>) -> Result<(), String> {
-        match applied {
-            Ok(()) => {
+        let outcome = match read {
+            Ok(text) => {
+                let mut deploy = Deploy::of_text(&path, &text, self.watch.env);
+                if self.watch.strict {
+                    deploy = deploy.strict();
+                }
+                deploy.install_as(&path)
+            }
+            Err(reason) => crate::deploy::apply(&path, self.watch.strict, |_| {
+                Err(DeployError::Invalid(Diagnostics::unreadable(
+                    &*path, reason,
+                )))
+            }),
+        };
+        match outcome {
+            Ok(_) => {
                 self.state.applied.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(
-                    target: "bulkhead",
-                    file = %self.watch.path.display(),
-                    "applied the deploy file"
-                );
+                self.state.in_sync.store(true, Ordering::Release);
                 Ok(())
             }
-            Err(message) => {
+            Err(refused) => {
+                let message = refused.to_string();
                 self.state.refused.fetch_add(1, Ordering::Relaxed);
+                self.state.in_sync.store(false, Ordering::Release);
                 *self
                     .state
                     .last_error
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
-                tracing::error!(
-                    target: "bulkhead",
-                    file = %self.watch.path.display(),
-                    "the deploy file does not apply; the bulkheads keep their sizes:\n{message}"
-                );
                 Err(message)
             }
         }
     }
-
-    /// Layers `contents` as at start-up and applies it; the diagnostics if it does not.
-    fn apply(&self, contents: &str) -> Result<(), String> {
-        let name = self.watch.path.display().to_string();
-        let deploy = Deploy::new()
-            .yaml(&name, contents)
-            .map_err(DeployError::Invalid);
-        let deploy = deploy.map(|d| if self.watch.env { d.env() } else { d });
-        let deploy = deploy.map(|d| if self.watch.strict { d.strict() } else { d });
-        match deploy.and_then(Deploy::install) {
-            Ok(_) => Ok(()),
-            // The registry counted its own refusal.
-            Err(DeployError::Refused(refused)) => Err(refused.to_string()),
-            Err(DeployError::Invalid(diagnostics)) => Err(self.refused_early(diagnostics)),
-            Err(other) => Err(self.refused_early(other)),
-        }
-    }
-
-    /// Counts a change refused before it reached the registry.
-    fn refused_early(&self, why: impl fmt::Display) -> String {
-        let message = why.to_string();
-        crate::registry().record_reload_failure(message.clone());
-        message
-    }
-}
-
-/// The file's text, read only up to the largest config accepted (one byte more, so that
-/// the parser reports a file too large instead of this reading it all).
-fn read_bounded(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let limit = crate::config::MAX_SOURCE_BYTES as u64 + 1;
-    let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(limit)
-        .read_to_string(&mut text)?;
-    Ok(text)
 }
 
 impl Drop for Follower {

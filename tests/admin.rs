@@ -6,6 +6,7 @@
 //! never on time; a deadline only turns a hang into a failure.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bulkhead::axum::Admin;
@@ -41,6 +42,13 @@ fn register() {
         report().unwrap();
         storm().unwrap();
     });
+}
+
+/// Held by each test that writes deploys: `PUT /config` replaces the deploy in force, so
+/// write tests take turns (reads run alongside).
+async fn writes() -> tokio::sync::MutexGuard<'static, ()> {
+    static WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    WRITES.lock().await
 }
 
 /// Serves `admin` on 127.0.0.1, with connect info (the peer address is logged).
@@ -96,11 +104,11 @@ async fn request(addr: SocketAddr, method: &str, path: &str, extra: &[&str], bod
     }
 }
 
-/// Opens `GET /bulkheads/events` and reads the response head: once it is in, the
+/// Opens `GET /events` and reads the response head: once it is in, the
 /// server's listener is subscribed.
 async fn open_events(addr: SocketAddr) -> BufReader<TcpStream> {
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET /bulkheads/events HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    let request = format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
@@ -149,12 +157,24 @@ async fn get_bulkheads_lists_every_bulkhead_with_kind_config_site_and_snapshot()
     register();
     let addr = serve(Admin::new()).await;
     within_a_minute(async {
+        // Other tests register bulkheads meanwhile: the list holds every one registered
+        // before the request and only ones registered by its end.
+        let before = bulkhead::registry().names();
         let reply = request(addr, "GET", "/bulkheads", &[], "").await;
         assert_eq!(reply.status, 200, "{}", reply.body);
+        let after = bulkhead::registry().names();
         let list = reply.json();
         let list = list.as_array().expect("an array");
         let names: Vec<&str> = list.iter().map(|b| b["name"].as_str().unwrap()).collect();
-        assert_eq!(names, bulkhead::registry().names());
+        assert!(
+            before.iter().all(|n| names.contains(&n.as_str())),
+            "{names:?}"
+        );
+        assert!(
+            names.iter().all(|n| after.iter().any(|a| a == n)),
+            "{names:?}"
+        );
+        assert!(names.is_sorted(), "{names:?}");
         for declared in bulkhead::declarations().names() {
             assert!(names.contains(&declared), "{declared} in {names:?}");
         }
@@ -244,6 +264,7 @@ async fn the_events_stream_delivers_a_refusal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_path_needs_the_right_token_and_resizes() {
     register();
+    let _writes = writes().await;
     let read_only = serve(Admin::new()).await;
     let writable = serve(Admin::new().without_env().write_token(TOKEN)).await;
     let pool_limit = || {
@@ -256,7 +277,15 @@ async fn the_write_path_needs_the_right_token_and_resizes() {
     let resize = r#"{"max_threads": 2}"#;
     let bearer = format!("Authorization: Bearer {TOKEN}");
     within_a_minute(async {
-        // Without a token the router has no write routes at all.
+        // Without a token every write route answers 405, as JSON.
+        let put_off = request(read_only, "PUT", "/config", &[&bearer], "bulkheads: {}\n").await;
+        assert_eq!(put_off.status, 405, "{}", put_off.body);
+        assert!(
+            put_off.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("read-only")
+        );
         let off = request(
             read_only,
             "PATCH",
@@ -390,4 +419,402 @@ async fn a_slow_events_client_loses_events_and_never_slows_calls() {
         assert!(dropped["dropped"].as_u64().unwrap() >= 1);
     })
     .await;
+}
+
+/// A semaphore bulkhead registered by hand (no declaration): a deploy sizes it too.
+fn hand_registered(name: &str) -> bulkhead::SemaphoreBulkhead {
+    use bulkhead::config::{BulkheadConfig, SemaphoreConfig};
+    let config = BulkheadConfig::semaphore(SemaphoreConfig {
+        max_concurrent_calls: 1,
+        ..SemaphoreConfig::default()
+    });
+    bulkhead::registry()
+        .register(name, &config)
+        .unwrap()
+        .as_semaphore()
+        .cloned()
+        .unwrap()
+}
+
+fn limit_patch(limit: u32) -> String {
+    format!("{{\"max_concurrent_calls\": {limit}}}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_patches_to_different_bulkheads_all_survive() {
+    const WRITERS: usize = 8;
+    const ROUNDS: u32 = 50;
+    let _writes = writes().await;
+    let bulkheads: Vec<_> = (0..WRITERS)
+        .map(|i| hand_registered(&format!("patched-{i}")))
+        .collect();
+    let addr = serve(Admin::new().without_env().write_token(TOKEN)).await;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        for round in 0..ROUNDS {
+            let limit = round + 2;
+            let start = std::sync::Arc::new(tokio::sync::Barrier::new(WRITERS));
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|i| {
+                    let (start, bearer) = (start.clone(), bearer.clone());
+                    tokio::spawn(async move {
+                        start.wait().await;
+                        let path = format!("/bulkheads/patched-{i}");
+                        request(addr, "PATCH", &path, &[&bearer], &limit_patch(limit)).await
+                    })
+                })
+                .collect();
+            for writer in writers {
+                let reply = writer.await.unwrap();
+                assert_eq!(reply.status, 200, "{}", reply.body);
+                let in_force = &reply.json()["config"]["max_concurrent_calls"];
+                assert_eq!(in_force, &serde_json::json!(limit), "{}", reply.body);
+            }
+            // Every change answered 200 is in force: none was lost to another.
+            for (i, bulkhead) in bulkheads.iter().enumerate() {
+                assert_eq!(bulkhead.limit(), limit, "patched-{i} in round {round}");
+            }
+        }
+        let status = bulkhead::registry().reload_status();
+        let source = status.in_force.expect("a deploy is in force");
+        assert!(source.starts_with("PATCH /bulkheads/patched-"), "{source}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simultaneous_patches_to_one_key_leave_one_winner_each_answer_stating_its_value() {
+    const WRITERS: u32 = 8;
+    let _writes = writes().await;
+    let contested = hand_registered("patched-contested");
+    let addr = serve(Admin::new().without_env().write_token(TOKEN)).await;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        for round in 0..10 {
+            let start = std::sync::Arc::new(tokio::sync::Barrier::new(WRITERS as usize));
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|i| {
+                    let (start, bearer) = (start.clone(), bearer.clone());
+                    let limit = 100 * round + i + 2;
+                    tokio::spawn(async move {
+                        start.wait().await;
+                        let path = "/bulkheads/patched-contested";
+                        let body = limit_patch(limit);
+                        (limit, request(addr, "PATCH", path, &[&bearer], &body).await)
+                    })
+                })
+                .collect();
+            let mut sent = Vec::new();
+            for writer in writers {
+                let (limit, reply) = writer.await.unwrap();
+                assert_eq!(reply.status, 200, "{}", reply.body);
+                // Each answer states the value its own change put in force.
+                let stated = &reply.json()["config"]["max_concurrent_calls"];
+                assert_eq!(stated, &serde_json::json!(limit), "{}", reply.body);
+                sent.push(limit);
+            }
+            let winner = contested.limit();
+            assert!(sent.contains(&winner), "{winner} is one of {sent:?}");
+            let read = request(addr, "GET", "/bulkheads/patched-contested", &[], "").await;
+            let shown = &read.json()["config"]["max_concurrent_calls"];
+            assert_eq!(shown, &serde_json::json!(winner), "{}", read.body);
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_keeps_the_rest_of_the_deploy_in_force_and_a_put_replaces_it() {
+    let _writes = writes().await;
+    let kept = hand_registered("patched-kept");
+    let other = hand_registered("patched-other");
+    let addr = serve(Admin::new().without_env().write_token(TOKEN)).await;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        let put = "bulkheads:\n  patched-kept: { max_concurrent_calls: 9 }\n";
+        let applied = request(addr, "PUT", "/config", &[&bearer], put).await;
+        assert_eq!(applied.status, 200, "{}", applied.body);
+        assert_eq!(
+            kept.limit(),
+            9,
+            "a deploy sizes a bulkhead registered by hand"
+        );
+        let patched = request(
+            addr,
+            "PATCH",
+            "/bulkheads/patched-other",
+            &[&bearer],
+            &limit_patch(4),
+        )
+        .await;
+        assert_eq!(patched.status, 200, "{}", patched.body);
+        assert_eq!(
+            (kept.limit(), other.limit()),
+            (9, 4),
+            "the PUT's entry survives the PATCH"
+        );
+        let replaced = request(addr, "PUT", "/config", &[&bearer], "bulkheads: {}\n").await;
+        assert_eq!(replaced.status, 200, "{}", replaced.body);
+        assert_eq!(
+            (kept.limit(), other.limit()),
+            (1, 1),
+            "a PUT replaces the deploy in force"
+        );
+        let reloads = request(addr, "GET", "/reloads", &[], "").await.json();
+        assert!(
+            reloads["in_force"]
+                .as_str()
+                .unwrap()
+                .starts_with("PUT /config by 127.0.0.1:"),
+            "{reloads}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_is_json_and_a_bad_body_is_a_422_placed_in_it() {
+    register();
+    let _writes = writes().await;
+    // A bulkhead named like a route is still reachable: no route shadows a name.
+    hand_registered("events");
+    let read_only = serve(Admin::new()).await;
+    let addr = serve(Admin::new().without_env().write_token(TOKEN)).await;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        for (method, path, status) in [
+            ("GET", "/nowhere", 404),
+            ("GET", "/bulkheads/", 404),
+            ("GET", "/bulkheads/no-such-bulkhead", 404),
+            ("GET", "/reloads/", 404),
+            ("DELETE", "/bulkheads", 405),
+            ("POST", "/config", 405),
+        ] {
+            let reply = request(read_only, method, path, &[], "").await;
+            assert_eq!(reply.status, status, "{method} {path}: {}", reply.body);
+            assert!(
+                reply.json()["error"].is_string(),
+                "{method} {path}: {}",
+                reply.body
+            );
+        }
+        let named_events = request(read_only, "GET", "/bulkheads/events", &[], "").await;
+        assert_eq!(named_events.status, 200, "{}", named_events.body);
+        assert_eq!(named_events.json()["name"], "events");
+
+        let patch = |body: &'static str| {
+            let bearer = bearer.clone();
+            async move { request(addr, "PATCH", "/bulkheads/admin-orders", &[&bearer], body).await }
+        };
+        // Malformed JSON: 422, placed at the fault.
+        let malformed = patch("{\"max_concurrent_calls\": 2,,}").await;
+        assert_eq!(malformed.status, 422, "{}", malformed.body);
+        let placed = &malformed.json()["diagnostics"][0];
+        assert_eq!(
+            (placed["line"].as_u64(), placed["column"].as_u64()),
+            (Some(1), Some(28)),
+            "{placed}"
+        );
+        // Not an object.
+        let array = patch("[1, 2]").await;
+        assert_eq!(array.status, 422, "{}", array.body);
+        assert!(
+            array.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("not a JSON object"),
+            "{}",
+            array.body
+        );
+        // A bad value on the body's second line: placed on line 2 of the body.
+        let bad_value = patch("{\n  \"max_concurrent_calls\": \"lots\"\n}").await;
+        assert_eq!(bad_value.status, 422, "{}", bad_value.body);
+        let placed = &bad_value.json()["diagnostics"][0];
+        assert_eq!(placed["line"].as_u64(), Some(2), "{placed}");
+        assert_eq!(
+            placed["key_path"], "bulkheads.admin-orders.max_concurrent_calls",
+            "{placed}"
+        );
+        // Every one of them was recorded as a refused deploy.
+        let reloads = request(addr, "GET", "/reloads", &[], "").await.json();
+        assert!(
+            reloads["last_error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("max_concurrent_calls")
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_events_buffer_is_clamped_and_the_client_cap_answers_503() {
+    register();
+    let addr = serve(Admin::new().events_buffer(usize::MAX).max_event_clients(1)).await;
+    within_a_minute(async {
+        let mut first = open_events(addr).await;
+        let second = request(addr, "GET", "/events", &[], "").await;
+        assert_eq!(second.status, 503, "{}", second.body);
+        assert!(
+            second.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("1 event clients"),
+            "{}",
+            second.body
+        );
+        assert!(
+            second.head.to_ascii_lowercase().contains("retry-after"),
+            "{}",
+            second.head
+        );
+        // The first still listens, through its clamped buffer.
+        storm().unwrap();
+        read_until(&mut first, |line| {
+            line.contains("\"bulkhead\":\"admin-storm\"")
+        })
+        .await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_shutdown_ends_open_event_streams_and_finishes() {
+    register();
+    let admin = Admin::new();
+    let streams = admin.event_streams();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (shut_down, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, admin.router())
+            .with_graceful_shutdown(async move {
+                let _ = shutdown.await;
+                streams.close();
+            })
+            .await
+    });
+    within_a_minute(async {
+        let mut stream = open_events(addr).await;
+        shut_down.send(()).unwrap();
+        // The drain finishes: the server's future completes while the client is still
+        // connected, and the client sees its stream end.
+        server.await.unwrap().unwrap();
+        let mut rest = String::new();
+        stream.read_to_string(&mut rest).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_token_guards_every_read_route() {
+    register();
+    let addr = serve(Admin::new().read_token("reader").write_token(TOKEN)).await;
+    within_a_minute(async {
+        for path in [
+            "/bulkheads",
+            "/bulkheads/admin-orders",
+            "/events",
+            "/metrics",
+            "/reloads",
+        ] {
+            let anonymous = request(addr, "GET", path, &[], "").await;
+            assert_eq!(anonymous.status, 401, "{path}: {}", anonymous.body);
+            let wrong = request(addr, "GET", path, &["Authorization: Bearer read"], "").await;
+            assert_eq!(wrong.status, 403, "{path}: {}", wrong.body);
+        }
+        for token in ["reader", TOKEN] {
+            let auth = format!("Authorization: Bearer {token}");
+            let reply = request(addr, "GET", "/bulkheads/admin-orders", &[&auth], "").await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+        }
+    })
+    .await;
+}
+
+/// Every log line of the test binary, as the `fmt` subscriber prints it.
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    Arc::clone(LOGS.get_or_init(|| {
+        #[derive(Clone)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Sink(Arc::clone(&logs));
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        logs
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_password_never_leaves_the_process() {
+    const SECRET: &str = "planted-hunter2";
+    let logs = captured_logs();
+    register();
+    let _writes = writes().await;
+    let secret_token = "planted-token-hunter2";
+    let admin = Admin::new()
+        .without_env()
+        .write_token(secret_token)
+        .read_token(SECRET);
+    let debug = format!("{admin:?}");
+    let addr = serve(admin).await;
+    let bearer = format!("Authorization: Bearer {secret_token}");
+    let mut seen = vec![debug];
+    within_a_minute(async {
+        let store = format!(
+            "rate_limit: {{ limit_for_period: 100, refresh_period: 1s, scope: cluster, \
+             store: {{ redis: \"redis://:{SECRET}@127.0.0.1:1/0\" }} }}"
+        );
+        let put = format!("bulkheads:\n  admin-orders: {{ {store} }}\n");
+        let applied = request(addr, "PUT", "/config", &[&bearer], &put).await;
+        assert_eq!(applied.status, 200, "{}", applied.body);
+        let patch = format!(
+            "{{\"rate_limit\": {{\"limit_for_period\": 50, \"refresh_period\": \"1s\", \
+             \"scope\": \"cluster\", \"store\": {{\"redis\": \"redis://:{SECRET}@127.0.0.1:1/1\"}}}}}}"
+        );
+        let patched = request(addr, "PATCH", "/bulkheads/admin-orders", &[&bearer], &patch).await;
+        assert_eq!(patched.status, 200, "{}", patched.body);
+        assert!(patched.body.contains("redis://…@127.0.0.1:1/1"), "{}", patched.body);
+        // A refused one, quoting a malformed URL in its diagnostic.
+        let broken = put.replace("redis://", "redis//");
+        let refused = request(addr, "PUT", "/config", &[&bearer], &broken).await;
+        assert_eq!(refused.status, 422, "{}", refused.body);
+        seen.extend([applied.body, patched.body, refused.body]);
+        let auth = format!("Authorization: Bearer {SECRET}");
+        for path in ["/bulkheads", "/bulkheads/admin-orders", "/reloads", "/metrics"] {
+            let reply = request(addr, "GET", path, &[&auth], "").await;
+            assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+            seen.push(reply.body);
+        }
+    })
+    .await;
+    let registry = bulkhead::registry();
+    seen.push(format!("{:?}", registry.config("admin-orders").unwrap()));
+    seen.push(format!("{:?}", registry.deploy_base()));
+    seen.push(format!("{:?}", registry.reload_status()));
+    seen.push(String::from_utf8_lossy(&logs.lock().unwrap()).into_owned());
+    assert!(
+        seen.last().unwrap().contains("deploy applied"),
+        "the log was captured"
+    );
+    for text in &seen {
+        assert!(!text.contains(SECRET), "the password leaked: {text}");
+        assert!(!text.contains(secret_token), "the token leaked: {text}");
+    }
+    // Back to the declared sizes, for the other tests.
+    let reset = bulkhead::install(&bulkhead::Config::default());
+    reset.unwrap();
 }

@@ -21,10 +21,9 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bulkhead::axum::Admin;
 use bulkhead::{BulkheadError, bulkhead};
-use http::StatusCode;
 use serde_json::Value;
 
 /// Blocks its callers until opened.
@@ -193,9 +192,10 @@ fn assert_p99(dom: &str, key: &str, snapshot: &Value) {
     }
 }
 
-/// Serves the admin router on 127.0.0.1 behind a stand-in read guard (a bearer token on
-/// the data routes) that also ends the first events stream at once, so that the page has
-/// to reconnect. Returns the address and the number of events requests seen.
+/// Serves the admin router on 127.0.0.1 with a read token (the page's data routes need
+/// `Authorization: Bearer ui-secret`) behind a layer that ends the first events stream at
+/// once, so that the page has to reconnect. Returns the address and the number of events
+/// requests seen.
 fn serve(runtime: &tokio::runtime::Runtime) -> (SocketAddr, Arc<AtomicUsize>) {
     let events_requests = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&events_requests);
@@ -203,16 +203,7 @@ fn serve(runtime: &tokio::runtime::Runtime) -> (SocketAddr, Arc<AtomicUsize>) {
         let counted = Arc::clone(&counted);
         async move {
             let path = request.uri().path().to_owned();
-            if path.starts_with("/admin/bulkheads") {
-                let authorized = request
-                    .headers()
-                    .get(http::header::AUTHORIZATION)
-                    .is_some_and(|v| v == "Bearer ui-secret");
-                if !authorized {
-                    return StatusCode::UNAUTHORIZED.into_response();
-                }
-            }
-            if path == "/admin/bulkheads/events" && counted.fetch_add(1, Ordering::SeqCst) == 0 {
+            if path == "/admin/events" && counted.fetch_add(1, Ordering::SeqCst) == 0 {
                 // The stream drops right away: an empty event stream, then the end.
                 return Response::builder()
                     .header(http::header::CONTENT_TYPE, "text/event-stream")
@@ -223,7 +214,7 @@ fn serve(runtime: &tokio::runtime::Runtime) -> (SocketAddr, Arc<AtomicUsize>) {
         }
     };
     let app = Router::new()
-        .nest("/admin", Admin::new().router())
+        .nest("/admin", Admin::new().read_token("ui-secret").router())
         .layer(middleware::from_fn(guard));
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))

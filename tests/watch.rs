@@ -51,8 +51,8 @@ fn start(path: &Path) -> bulkhead::WatchGuard {
         .expect("the deploy file applies and its directory can be watched")
 }
 
-/// The `ERROR` lines of target `bulkhead`, as their messages: a subscriber for the whole
-/// test binary (it has one test).
+/// The `ERROR` lines of target `bulkhead`, each as its message and fields
+/// (`message field=value …`): a subscriber for the whole test binary (it has one test).
 fn capture_errors() -> Arc<Mutex<Vec<String>>> {
     use tracing_subscriber::layer::SubscriberExt;
 
@@ -61,7 +61,9 @@ fn capture_errors() -> Arc<Mutex<Vec<String>>> {
     impl tracing::field::Visit for Message<'_> {
         fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
             if field.name() == "message" {
-                *self.0 = format!("{value:?}");
+                self.0.insert_str(0, &format!("{value:?}"));
+            } else {
+                self.0.push_str(&format!(" {}={value:?}", field.name()));
             }
         }
     }
@@ -167,6 +169,8 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
         logged.iter().all(|line| line.contains("prod.yaml:2:")),
         "{logged:?}"
     );
+    // One line per event: the multi-line diagnostic is a field, its line breaks escaped.
+    assert!(logged.iter().all(|line| !line.contains('\n')), "{logged:?}");
 
     // The next good edit applies again.
     fs::write(&plain, deploy(8)).unwrap();
@@ -189,4 +193,198 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
     let err = Watch::new(&huge).without_env().start().unwrap_err();
     assert!(err.to_string().contains("1 MiB"), "{err}");
     assert_eq!(limit(), 8);
+
+    #[cfg(unix)]
+    hostile_files(&errors);
+    drift(dir.path());
+}
+
+/// Replaces `file` by whatever `make` builds at a staging path, with an atomic rename.
+fn swap_in(file: &Path, make: impl FnOnce(&Path)) {
+    let staged = file.with_extension("staged");
+    let _ = fs::remove_file(&staged);
+    let _ = fs::remove_dir(&staged);
+    make(&staged);
+    fs::rename(&staged, file).unwrap();
+}
+
+/// Special files, loops, bad bytes and the save sequences of editors, each swapped in for
+/// the watched file: refused by type or content without blocking, recorded as a failed
+/// deploy everywhere one is (the watcher's status, the registry's reload status and so
+/// `GET /reloads`, the metric, one ERROR line), the sizes kept; the next good file applies.
+#[cfg(unix)]
+fn hostile_files(errors: &Arc<Mutex<Vec<String>>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hostile.yaml");
+    fs::write(&file, deploy(20)).unwrap();
+    let guard = start(&file);
+    let status = guard.status();
+    assert_eq!(limit(), 20);
+    let good = std::cell::Cell::new(20);
+
+    let refused_metric = || {
+        let text = bulkhead::prometheus::encode_registry(bulkhead::registry());
+        text.lines()
+            .find(|l| l.starts_with("bulkhead_config_reloads_total{result=\"error\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let refusal = |what: &str, expected: &str, make: &dyn Fn(&Path)| {
+        let (before, registry_before) = (status.refused(), bulkhead::registry().reload_status());
+        let (metric_before, logged_before) = (refused_metric(), errors.lock().unwrap().len());
+        make(&file);
+        eventually(what, || {
+            status.refused() > before && status.last_error().is_some_and(|e| e.contains(expected))
+        });
+        let message = status.last_error().unwrap();
+        assert!(message.contains("hostile.yaml"), "{what}: {message}");
+        assert_eq!(limit(), good.get(), "{what} changed nothing");
+        // Each refusal (a swap may be seen in two steps) counted everywhere alike.
+        let refusals = status.refused() - before;
+        let registry_after = bulkhead::registry().reload_status();
+        assert_eq!(
+            registry_after.refused - registry_before.refused,
+            refusals,
+            "{what}"
+        );
+        assert_eq!(
+            registry_after.last_error.unwrap().message,
+            message,
+            "{what}"
+        );
+        assert_eq!(
+            refused_metric() - metric_before,
+            refusals as f64,
+            "{what}: the metric"
+        );
+        let logged = errors.lock().unwrap()[logged_before..].to_vec();
+        assert_eq!(
+            logged.len() as u64,
+            refusals,
+            "{what}: one ERROR line each: {logged:?}"
+        );
+        assert!(logged.iter().all(|l| !l.contains('\n')), "{logged:?}");
+        assert!(logged.last().unwrap().contains(expected), "{logged:?}");
+        assert!(status.is_watching(), "{what}: still watching");
+        assert!(
+            status.drifted(),
+            "{what}: the running config differs from the file"
+        );
+    };
+    let recovers = |what: &str, limit_now: u32| {
+        fs::write(&file, deploy(limit_now)).unwrap();
+        eventually(what, || limit() == limit_now);
+        good.set(limit_now);
+        assert!(!status.drifted());
+    };
+
+    refusal(
+        "a FIFO",
+        "a named pipe (FIFO), not a regular file",
+        &|file| {
+            swap_in(file, |staged| {
+                let made = std::process::Command::new("mkfifo").arg(staged).status();
+                assert!(made.unwrap().success());
+            })
+        },
+    );
+    // A later valid file applies: the FIFO blocked nothing.
+    swap_in(&file, |staged| fs::write(staged, deploy(21)).unwrap());
+    eventually("a file after the FIFO", || limit() == 21);
+    good.set(21);
+
+    // A directory cannot be renamed over a file: the file is removed, then the directory
+    // made in its place.
+    refusal("a directory", "a directory, not a regular file", &|file| {
+        fs::remove_file(file).unwrap();
+        fs::create_dir(file).unwrap();
+    });
+    // A file cannot be renamed over a directory: it is removed, then the file written.
+    fs::remove_dir(&file).unwrap();
+    fs::write(&file, deploy(22)).unwrap();
+    eventually("a file after the directory", || limit() == 22);
+    good.set(22);
+
+    refusal("a symlink loop", "a loop of symbolic links", &|file| {
+        let other = file.with_extension("other");
+        symlink(file.file_name().unwrap().to_str().unwrap(), &other);
+        swap_in(file, |staged| {
+            symlink(other.file_name().unwrap().to_str().unwrap(), staged)
+        });
+    });
+    swap_in(&file, |staged| fs::write(staged, deploy(23)).unwrap());
+    eventually("a file after the loop", || limit() == 23);
+    good.set(23);
+
+    refusal("bytes that are not UTF-8", "not UTF-8", &|file| {
+        fs::write(
+            file,
+            b"bulkheads:\n  watched: { max_concurrent_calls: \xff }\n",
+        )
+        .unwrap()
+    });
+    recovers("a file after the bad bytes", 24);
+
+    // Truncate, then write (an editor saving in place, a `>` redirection): the empty file
+    // in between is refused, so the bulkheads never fall back to their declared sizes.
+    refusal("the truncated file", "bulkheads: {}", &|file| {
+        fs::File::create(file).unwrap();
+    });
+    recovers("the write after the truncation", 25);
+    refusal("a file of comments only", "the deploy is empty", &|file| {
+        fs::write(file, "# nothing yet\n\n   \n").unwrap()
+    });
+    recovers("a file after the comments", 26);
+
+    // Delete, then recreate.
+    refusal("the deleted file", "there is no such file", &|file| {
+        fs::remove_file(file).unwrap()
+    });
+    recovers("the recreated file", 27);
+
+    // Dropping the guard returns promptly whatever the file is, a FIFO included.
+    swap_in(&file, |staged| {
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(staged)
+                .status()
+                .unwrap()
+                .success()
+        )
+    });
+    eventually("the last FIFO to be refused", || {
+        status.last_error().is_some_and(|e| e.contains("FIFO")) && status.refused() >= 8
+    });
+    let (dropped, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(guard);
+        dropped.send(()).unwrap();
+    });
+    done.recv_timeout(Duration::from_secs(20))
+        .expect("dropping the guard returned");
+    assert!(!status.is_watching());
+}
+
+/// A deploy applied by anything but the watched file makes the drift visible, and the
+/// file's next change ends it.
+fn drift(dir: &Path) {
+    let file = dir.join("drift.yaml");
+    fs::write(&file, deploy(30)).unwrap();
+    let guard = start(&file);
+    let status = guard.status();
+    assert!(!status.drifted());
+    let mut other = bulkhead::Config::default();
+    other.bulkheads.insert(
+        "watched".into(),
+        bulkhead::registry().config("watched").unwrap(),
+    );
+    bulkhead::install(&other).unwrap();
+    assert!(status.drifted(), "a deploy from code is in force");
+    assert_eq!(
+        bulkhead::registry().reload_status().in_force.as_deref(),
+        Some("a config built in code")
+    );
+    fs::write(&file, deploy(31)).unwrap();
+    eventually("the file's next change", || limit() == 31);
+    assert!(!status.drifted());
 }

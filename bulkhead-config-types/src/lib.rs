@@ -33,7 +33,7 @@ pub use adaptive::*;
 pub use config::*;
 pub use duration::{Duration, DurationParseError};
 pub use limits::*;
-pub use names::closest_name;
+pub use names::{UndeclaredName, closest_name};
 pub use partitions::*;
 pub use rate_limit::*;
 pub use validate::{

@@ -29,3 +29,38 @@ fn normal(s: &str) -> String {
         .flat_map(char::to_lowercase)
         .collect()
 }
+
+/// A name in a deploy that no code declares or registered: most often a typo.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct UndeclaredName {
+    /// The name as the deploy writes it.
+    pub name: String,
+    /// The declared name it most likely meant.
+    pub did_you_mean: Option<String>,
+}
+
+impl UndeclaredName {
+    /// `name`, and the declared name it most likely meant.
+    pub fn new(name: &str, did_you_mean: Option<&str>) -> Self {
+        UndeclaredName {
+            name: name.to_owned(),
+            did_you_mean: did_you_mean.map(str::to_owned),
+        }
+    }
+}
+
+impl std::fmt::Display for UndeclaredName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "bulkhead `{}` is not declared by any `#[bulkhead]` function of this program, so \
+             its sizes apply to nothing",
+            self.name
+        )?;
+        match &self.did_you_mean {
+            Some(close) => write!(f, ": did you mean `{close}`?"),
+            None => Ok(()),
+        }
+    }
+}

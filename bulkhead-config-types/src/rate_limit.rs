@@ -72,7 +72,10 @@ impl RateLimitScope {
 }
 
 /// The store a `scope: cluster` rate limit is counted in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its `Debug` hides the password of the `redis` URL ([`redact_url`]); admin endpoints
+/// and logs print it that way too.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitStore {
@@ -102,6 +105,39 @@ pub struct RateLimitStore {
     /// `on_store_error` says. Default false: installing or checking the deploy refuses it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub start_anyway: bool,
+}
+
+/// `url` with its credentials hidden, for anything printed: `redis://:secret@host:6379`
+/// becomes `redis://…@host:6379`. A URL without `@` (or `${NAME}`) is returned as is.
+///
+/// ```
+/// use bulkhead::config::redact_url;
+/// assert_eq!(redact_url("redis://:s3cret@redis.internal:6379/0"), "redis://…@redis.internal:6379/0");
+/// assert_eq!(redact_url("redis://redis.internal:6379"), "redis://redis.internal:6379");
+/// assert_eq!(redact_url("${REDIS_URL}"), "${REDIS_URL}");
+/// ```
+pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://…@{}", &url[..scheme], &url[at + 1..]).into()
+        }
+        // No scheme but an `@`: all of it may be a secret written wrongly.
+        (None, Some(_)) => "…".into(),
+        _ => url.into(),
+    }
+}
+
+impl std::fmt::Debug for RateLimitStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitStore")
+            .field("redis", &redact_url(&self.redis))
+            .field("key_prefix", &self.key_prefix)
+            .field("response_timeout", &self.response_timeout)
+            .field("on_store_error", &self.on_store_error)
+            .field("replicas", &self.replicas)
+            .field("start_anyway", &self.start_anyway)
+            .finish()
+    }
 }
 
 impl RateLimitStore {
@@ -181,23 +217,6 @@ pub(crate) fn url_problem(url: &str) -> Option<&'static str> {
             Some("has no host: write `redis://[:password@]host[:port][/db]`")
         }
         Some(_) => None,
-    }
-}
-
-/// `url` with its password (anything between `://` and the last `@`) replaced by `…`, for
-/// messages and logs.
-///
-/// ```
-/// use bulkhead::config::redact_url;
-/// assert_eq!(redact_url("redis://:s3cret@redis.internal:6379/0"), "redis://…@redis.internal:6379/0");
-/// assert_eq!(redact_url("redis://127.0.0.1/"), "redis://127.0.0.1/");
-/// ```
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::check::Suggestions;
 use crate::diagnostic::{Diagnostic, Diagnostics, Severity};
-use crate::{Config, Parsed};
+use crate::{Config, Parsed, UndeclaredName};
 
 /// Checks a deploy's resolved config against the config the code declares.
 ///
@@ -96,16 +96,13 @@ fn compare(
     let mut suggestions = Suggestions::new();
     for name in deploy.bulkheads.keys() {
         if !declared.bulkheads.contains_key(name) {
-            let hint = match suggestions.closest(name, &declared_names) {
-                Some(best) => format!("; did you mean `{best}`?"),
-                None => String::new(),
-            };
+            let undeclared = UndeclaredName::new(name, suggestions.closest(name, &declared_names));
             push(
                 Severity::Warning,
                 in_deploy(name),
                 "deploy config",
                 name,
-                format!("the code does not declare `{name}`, so nothing calls it{hint}"),
+                undeclared.to_string(),
             );
         }
     }

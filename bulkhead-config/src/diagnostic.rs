@@ -187,6 +187,17 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 pub struct Diagnostics(Vec<Diagnostic>);
 
 impl Diagnostics {
+    /// The one error of a deploy file that could not be read (missing, not a regular
+    /// file, not UTF-8, …): `FILE: error: cannot read the deploy file: REASON`.
+    pub fn unreadable(file: impl Into<String>, reason: impl fmt::Display) -> Self {
+        Diagnostics::from(vec![Diagnostic::unplaced(
+            Severity::Error,
+            file,
+            "",
+            format!("cannot read the deploy file: {reason}"),
+        )])
+    }
+
     /// No diagnostics.
     pub fn new() -> Self {
         Diagnostics(Vec::new())

@@ -63,6 +63,10 @@ pub struct Parsed {
     pub config: Config,
     /// Lint warnings (never errors): sizes that work but will hurt under load.
     pub warnings: Diagnostics,
+    /// Names a deploy layer gives that nothing declares, each with its "did you mean"
+    /// (their entries are left out of `config`; each is also a warning, or an error when
+    /// strict). Filled by [`Layers::resolve`] over declarations.
+    pub undeclared: Vec<UndeclaredName>,
     /// Where each bulkhead's name was written.
     locations: BTreeMap<String, diagnostic::Location>,
 }
@@ -85,6 +89,7 @@ impl Parsed {
         Parsed {
             config,
             warnings: Diagnostics::new(),
+            undeclared: Vec::new(),
             locations,
         }
     }
@@ -93,6 +98,7 @@ impl Parsed {
         Parsed {
             config: checked.config,
             warnings: checked.warnings,
+            undeclared: Vec::new(),
             locations: checked.locations,
         }
     }
@@ -124,6 +130,98 @@ pub fn read_source(path: impl AsRef<std::path::Path>) -> std::io::Result<String>
         return Ok(String::from_utf8_lossy(&bytes).into_owned());
     }
     String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Reads a deploy file: [`read_source`]'s limit and UTF-8 rule, for a regular file only,
+/// and never blocking. A named pipe, socket, device or directory is refused by its type
+/// before it is read (a pipe renamed over a watched file must not block its reader); the
+/// file is opened non-blocking and checked again once open (it may have been swapped in
+/// between). Symbolic links are followed; a loop of them is an error.
+///
+/// # Errors
+///
+/// An [`std::io::Error`] whose message says what is wrong in the reader's terms: not
+/// found, a symbolic-link loop, not a regular file (and what it is), not UTF-8.
+///
+/// ```
+/// let dir = std::env::temp_dir();
+/// let err = bulkhead::config::read_deploy_file(&dir).unwrap_err();
+/// assert!(err.to_string().contains("a directory, not a regular file"), "{err}");
+/// ```
+pub fn read_deploy_file(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read as _};
+    let path = path.as_ref();
+    let explain = |e: Error| -> Error {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return Error::new(
+                e.kind(),
+                "its path is a loop of symbolic links (each points, in the end, at another)",
+            );
+        }
+        if e.kind() == ErrorKind::NotFound {
+            return Error::new(e.kind(), "there is no such file");
+        }
+        e
+    };
+    not_special(&std::fs::metadata(path).map_err(explain)?)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(explain)?;
+    not_special(&file.metadata()?)?;
+    let limit = MAX_SOURCE_BYTES as u64 + 1;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_SOURCE_BYTES {
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "it is not UTF-8 text (the byte at offset {} is not); save it as UTF-8",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+/// Refuses anything but a regular file, saying what it is.
+fn not_special(metadata: &std::fs::Metadata) -> std::io::Result<()> {
+    if metadata.is_file() {
+        return Ok(());
+    }
+    let what = if metadata.is_dir() {
+        "a directory"
+    } else {
+        special_kind(metadata)
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {what}, not a regular file"),
+    ))
+}
+
+#[cfg(unix)]
+fn special_kind(metadata: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    let kind = metadata.file_type();
+    if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_: &std::fs::Metadata) -> &'static str {
+    "a special file"
 }
 
 /// Reads a YAML document the way [`parse_file`] does (same limits, same scalar rules) and

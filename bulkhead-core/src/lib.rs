@@ -46,8 +46,8 @@ pub use rate_limit::{
     RateAdmission, RateLimiter, StoreCheck, check_cluster_stores, retry_after_header_secs,
 };
 pub use registry::{
-    Bulkhead, BulkheadShutdown, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
-    UndeclaredName, registry,
+    Bulkhead, BulkheadShutdown, DeployBase, DeployRefused, Layered, Registry, RegistryError,
+    ReloadError, ReloadProblem, ReloadReport, UndeclaredName, registry,
 };
 pub use reloads::{ReloadFailure, ReloadStatus};
 pub use semaphore::{

@@ -1,10 +1,9 @@
 //! How config reloads went: applied and refused reloads counted
 //! (`bulkhead_config_reloads_total{result}`), and the last refusal kept for operators.
 //!
-//! [`Registry::reload`](crate::Registry::reload) records its own outcome. A reload refused
-//! before it reached the registry (a deploy file that does not parse or validate) is
-//! recorded by whoever read the file, with
-//! [`Registry::record_reload_failure`](crate::Registry::record_reload_failure).
+//! Every deploy takes one path, [`Registry::deploy_with`](crate::Registry::deploy_with),
+//! which records its outcome here — applied, refused by the registry, or refused before
+//! (a deploy file unreadable or invalid): no front end counts for itself.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -23,6 +22,11 @@ pub struct ReloadStatus {
     pub refused: u64,
     /// The most recent refusal, if any (kept after later successes, for the record).
     pub last_error: Option<ReloadFailure>,
+    /// Where the deploy in force came from (`None`: none applied yet): a deploy file's
+    /// path, `PUT /config`, `PATCH /bulkheads/{name}`, or a config built in code. When
+    /// a deploy file is watched, anything else here means the running config differs
+    /// from the file (see `WatchStatus::drifted`).
+    pub in_force: Option<String>,
 }
 
 /// One refused reload.
@@ -42,11 +46,13 @@ pub(crate) struct ReloadLog {
     applied: AtomicU64,
     refused: AtomicU64,
     last_error: Mutex<Option<ReloadFailure>>,
+    in_force: Mutex<Option<String>>,
 }
 
 impl ReloadLog {
-    pub(crate) fn applied(&self) {
+    pub(crate) fn applied(&self, source: &str) {
         self.applied.fetch_add(1, Relaxed);
+        *self.in_force.lock() = Some(source.to_owned());
     }
 
     pub(crate) fn refused(&self, message: String) {
@@ -62,6 +68,7 @@ impl ReloadLog {
             applied: self.applied.load(Relaxed),
             refused: self.refused.load(Relaxed),
             last_error: self.last_error.lock().clone(),
+            in_force: self.in_force.lock().clone(),
         }
     }
 }

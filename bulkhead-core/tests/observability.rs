@@ -1113,7 +1113,12 @@ mod metrics_bridge {
         checkout.record_fallback();
         let ledger = registry.thread_pool("ledger").unwrap();
         ledger.call((), |()| ()).unwrap();
-        registry.record_reload_failure("deploy.yaml:1:1: error: not a config");
+        let unreadable = |_: &bulkhead_core::DeployBase| {
+            Err::<bulkhead_core::Layered, _>("deploy.yaml:1:1: error: not a config")
+        };
+        registry
+            .deploy_with("deploy.yaml", false, unreadable)
+            .unwrap_err();
         // A partitioned bulkhead with a per-key cap: the partition and key families.
         let mut shared =
             bulkhead_config_types::BulkheadConfig::semaphore(crate::semaphore_config(4, 0));

@@ -2,18 +2,23 @@
 //! only when the application gives a token — a way to resize bulkheads live. The routes
 //! and their rules are documented on [`Admin`].
 
+mod access;
 mod events;
 mod ui;
+#[cfg(feature = "deploy")]
 mod write;
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::Path;
+use axum::extract::{OriginalUri, Path};
+use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use http::{StatusCode, header};
+use axum::routing::{MethodRouter, get, put};
+use http::{Method, StatusCode, header};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::config::{BulkheadConfig, Kind};
 use crate::{BulkheadSnapshot, prometheus};
@@ -42,12 +47,18 @@ pub fn admin() -> axum::Router {
 /// |---|---|
 /// | `GET /bulkheads` | every bulkhead of the process-wide registry, by name: `name`, `kind`, `config` (the sizes it runs with), `declared_at` (where its `bulkheads.yaml` declares it), `functions` (the `#[bulkhead]` functions using it), `snapshot` (load, counters, histograms, saturation) |
 /// | `GET /bulkheads/{name}` | one of them; 404 if there is none |
-/// | `GET /bulkheads/events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
+/// | `GET /events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
 /// | `GET /metrics` | the Prometheus text exposition |
-/// | `GET /reloads` | reloads applied and refused, and the last refusal's diagnostics |
-/// | `GET /ui` | a live page for a browser: every bulkhead's load, queue, refusals per second, p99s, limit over the last minutes, partitions and keys, coloured by its saturation levels (see [below](#the-live-page)) |
-/// | `PUT /config` | *write*: apply a deploy YAML (the body), layered over the declarations as at start-up (entries may give sizes only) |
-/// | `PATCH /bulkheads/{name}` | *write*: change some sizes of one bulkhead (a JSON object of its keys, e.g. `{"max_concurrent_calls": 40}`) |
+/// | `GET /reloads` | deploys applied and refused, the last refusal's diagnostics, and `in_force`: where the deploy in force came from |
+/// | `GET /ui` | a live page for a browser: every bulkhead's load, queue, refusals per second, p99s, limit over the last minutes, partitions and keys, coloured by its saturation levels (see [below](#the-live-page)); the page itself holds no data and needs no token, the requests it makes carry the read token |
+/// | `PUT /config` | *write*: apply a deploy YAML (the body), layered over every registered bulkhead as at start-up (entries may give sizes only); it replaces the deploy in force |
+/// | `PATCH /bulkheads/{name}` | *write*: change some sizes of one bulkhead (a JSON object of its keys, e.g. `{"max_concurrent_calls": 40}`) in the deploy in force |
+///
+/// Every answer is JSON, errors included (`{"error": …}`): `404` for a path or a
+/// bulkhead that does not exist, `405` for a method a route does not have — and for
+/// every write route when no write token is configured — and `422` for a change that does
+/// not apply, with `diagnostics` placed in the request body (`line`, `column`, `key_path`,
+/// `message`). A credential in a config (the password of a Redis URL) is shown as `…`.
 ///
 /// # The live page
 ///
@@ -60,7 +71,7 @@ pub fn admin() -> axum::Router {
 /// partitions and per-key figures, each card coloured by its saturation level against the
 /// thresholds of its config (`saturation`), and the latest refusals as they happen.
 ///
-/// It reads `GET /bulkheads` every second and listens to `GET /bulkheads/events`, both
+/// It reads `GET /bulkheads` every second and listens to `GET /events`, both
 /// addressed relative to the page, so it works under any mount prefix; when the stream
 /// drops it says so and reopens it after 1 s, then 2 s, 4 s… at most 15 s. `?filter=pay`
 /// shows only the bulkheads whose name contains `pay`. When the data routes want a token,
@@ -70,47 +81,114 @@ pub fn admin() -> axum::Router {
 ///
 /// # Writing
 ///
-/// The write routes exist only with [`Admin::write_token`]. A request without an
-/// `Authorization: Bearer …` header is answered `401`, with another token `403`; the token
-/// is compared in constant time. Every change is logged at `WARN` (target `bulkhead`) with
-/// who asked (the peer address when the server was started with connect info, and the
-/// `User-Agent`) and what changed. A change is validated like a deploy — every problem at
-/// once, placed in the request body — and applied with [`reload`](crate::reload), or not
-/// at all (`422` with the diagnostics).
+/// The write routes work only with [`Admin::write_token`]. A request without an
+/// `Authorization: Bearer …` header is answered `401`, with another token `403`; tokens
+/// are compared in constant time whatever their length (as SHA-256 digests). Each write
+/// goes through the registry's one deploy path under its deploy lock: a `PATCH` is a
+/// transaction against the deploy in force, so simultaneous PATCHes of different
+/// bulkheads all survive, and of one bulkhead the last applied wins — each answer gives
+/// `config`, the bulkhead's config its change put in force. Every change is logged as one
+/// line (target `bulkhead`) naming who asked (the peer address when the server was started
+/// with connect info, and the `User-Agent`), never the body.
+///
+/// # Reading
+///
+/// By default the read routes need no token: mount the router on a private listener. When
+/// that is not possible, [`Admin::read_token`] makes every read route (the event stream
+/// included) need `Authorization: Bearer` with the read or the write token.
 ///
 /// # Events
 ///
-/// Each client of `GET /bulkheads/events` listens through a bounded buffer of
+/// Each client of `GET /events` listens through a bounded buffer of
 /// [`Admin::events_buffer`] events (256 by default). The listener runs on the calls'
 /// threads and never waits: when a client reads too slowly its buffer fills and further
 /// events are dropped for it, counted ([`events_dropped`]) and announced to it by an
 /// `event: dropped` message with the number, once it catches up. A slow client costs calls
-/// nothing but the listener (about 1 µs per call while any client is connected).
+/// nothing but the listener (about 1 µs per call while any client is connected);
+/// [`Admin::max_event_clients`] caps how many may listen at once (`503` past it).
 ///
 /// ```text
 /// data: {"bulkhead":"orders","kind":"semaphore","event":"refused","reason":"full","message":"bulkhead `orders` is full"}
 /// ```
 ///
-/// Its options:
+/// A stream lasts as long as its client, so a server shutting down gracefully closes the
+/// streams first, with [`Admin::event_streams`]:
 ///
 /// ```
 /// use axum::Router;
 /// use bulkhead::axum::Admin;
 ///
+/// # async fn serve(shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
 /// let token = std::env::var("BULKHEAD_ADMIN_TOKEN").ok();
-/// let mut admin = Admin::new();
+/// let mut admin = Admin::new().max_event_clients(16);
 /// if let Some(token) = token {
 ///     admin = admin.write_token(token); // PUT /config, PATCH /bulkheads/{name}
 /// }
+/// let streams = admin.event_streams();
 /// let app: Router = Router::new().nest("/admin", admin.router());
-/// # drop(app);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// axum::serve(listener, app)
+///     .with_graceful_shutdown(async move {
+///         shutdown.await;
+///         streams.close(); // every open event stream ends: the drain can finish
+///     })
+///     .await
+/// # }
 /// ```
 #[derive(Clone, Debug)]
 #[must_use = "an Admin serves nothing until its router is mounted"]
 pub struct Admin {
-    write_token: Option<String>,
+    write_token: Option<Token>,
+    read_token: Option<Token>,
     env: bool,
     events_buffer: usize,
+    max_event_clients: Option<usize>,
+    streams: EventStreams,
+    /// Event clients listening now, across clones of this router.
+    event_clients: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The most events a client's buffer holds ([`Admin::events_buffer`] is clamped to it).
+pub const MAX_EVENTS_BUFFER: usize = 65_536;
+
+/// A bearer token, kept only as its SHA-256 digest: compared in constant time whatever
+/// the length of the token given, and never printed.
+#[derive(Clone)]
+pub(super) struct Token([u8; 32]);
+
+impl Token {
+    fn new(token: &str) -> Self {
+        Token(Sha256::digest(token.as_bytes()).into())
+    }
+
+    pub(super) fn matches(&self, given: &str) -> bool {
+        let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+        bool::from(given.ct_eq(&self.0))
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Closes every open event stream of an [`Admin`]'s router: give [`close`](Self::close)
+/// to the server's graceful shutdown (see [`Admin`]).
+#[derive(Clone, Debug)]
+pub struct EventStreams {
+    closed: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl EventStreams {
+    /// Ends every open event stream now and refuses new ones (`503`).
+    pub fn close(&self) {
+        self.closed.send_replace(true);
+    }
+
+    pub(super) fn closed(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
 }
 
 impl Default for Admin {
@@ -120,18 +198,35 @@ impl Default for Admin {
 }
 
 impl Admin {
-    /// Read-only, no declaration, the environment layered on top, 256 events of buffer.
+    /// Read-only with open reads, the environment layered on top, 256 events of buffer,
+    /// no cap on event clients.
     pub fn new() -> Self {
         Admin {
             write_token: None,
+            read_token: None,
             env: true,
             events_buffer: 256,
+            max_event_clients: None,
+            streams: EventStreams {
+                closed: Arc::new(tokio::sync::watch::Sender::new(false)),
+            },
+            event_clients: Arc::default(),
         }
     }
 
-    /// Turns the write routes on, for requests carrying `Authorization: Bearer <token>`.
-    pub fn write_token(mut self, token: impl Into<String>) -> Self {
-        self.write_token = Some(token.into());
+    /// Turns the write routes on, for requests carrying `Authorization: Bearer <token>`
+    /// (feature `deploy`).
+    #[cfg(feature = "deploy")]
+    pub fn write_token(mut self, token: impl AsRef<str>) -> Self {
+        self.write_token = Some(Token::new(token.as_ref()));
+        self
+    }
+
+    /// Makes every read route need `Authorization: Bearer <token>` (or the write token):
+    /// for a router that cannot be mounted on a private listener. By default reads are
+    /// open.
+    pub fn read_token(mut self, token: impl AsRef<str>) -> Self {
+        self.read_token = Some(Token::new(token.as_ref()));
         self
     }
 
@@ -143,30 +238,51 @@ impl Admin {
     }
 
     /// How many events each events client may have waiting before further ones are
-    /// dropped for it (at least 1).
+    /// dropped for it: at least 1, at most [`MAX_EVENTS_BUFFER`].
     pub fn events_buffer(mut self, events: usize) -> Self {
-        self.events_buffer = events.max(1);
+        self.events_buffer = events.clamp(1, MAX_EVENTS_BUFFER);
         self
+    }
+
+    /// How many clients may listen to `GET /events` at once; one more is answered `503`
+    /// (by default there is no cap: each listening client costs every call about 1 µs).
+    pub fn max_event_clients(mut self, clients: usize) -> Self {
+        self.max_event_clients = Some(clients);
+        self
+    }
+
+    /// The handle that ends this router's open event streams: call its
+    /// [`close`](EventStreams::close) when the server shuts down gracefully.
+    pub fn event_streams(&self) -> EventStreams {
+        self.streams.clone()
     }
 
     /// The router, to mount with `Router::nest` or `merge`.
     pub fn router(self) -> axum::Router {
-        let write = self.write_token.is_some();
         let state = Arc::new(self);
-        let router = axum::Router::new()
-            .route("/bulkheads", get(list))
-            .route("/bulkheads/events", get(events::stream))
-            .route("/metrics", get(metrics))
-            .route("/reloads", get(reloads))
-            .route("/ui", get(ui::serve));
-        let router = if write {
-            router
-                .route("/bulkheads/{name}", get(one).patch(write::resize))
-                .route("/config", axum::routing::put(write::apply))
-        } else {
-            router.route("/bulkheads/{name}", get(one))
+        // Read routes need the read token when there is one; write routes check the write
+        // token themselves (and answer 405 when there is none).
+        let read = |route: MethodRouter<Arc<Admin>>| {
+            route.route_layer(from_fn_with_state(Arc::clone(&state), access::read_access))
         };
-        router.with_state(state)
+        #[cfg(feature = "deploy")]
+        let (patch_one, put_config) = (write::resize, write::apply);
+        #[cfg(not(feature = "deploy"))]
+        let (patch_one, put_config) = (access::no_writes, access::no_writes);
+        axum::Router::new()
+            // Reads.
+            .route("/bulkheads", read(get(list)))
+            .route("/bulkheads/{name}", read(get(one)).patch(patch_one))
+            .route("/events", read(get(events::stream)))
+            .route("/metrics", read(get(metrics)))
+            .route("/reloads", read(get(reloads)))
+            // The live page: static, its requests carry the read token.
+            .route("/ui", get(ui::serve))
+            // Writes.
+            .route("/config", put(put_config))
+            .fallback(no_route)
+            .method_not_allowed_fallback(no_method)
+            .with_state(state)
     }
 }
 
@@ -219,12 +335,20 @@ fn declaration_sites(name: &str) -> (Option<Site>, Vec<Site>) {
     (Some(site), functions)
 }
 
+/// `config` as an admin answer shows it: the password of a Redis URL hidden.
+pub(super) fn shown(mut config: BulkheadConfig) -> BulkheadConfig {
+    if let Some(store) = config.rate_limit.as_mut().and_then(|r| r.store.as_mut()) {
+        store.redis = crate::config::redact_url(&store.redis).into_owned();
+    }
+    config
+}
+
 fn view(snapshot: BulkheadSnapshot) -> BulkheadView {
     let name = snapshot.name.to_string();
     let (declared_at, functions) = declaration_sites(&name);
     BulkheadView {
         kind: snapshot.kind,
-        config: crate::registry().config(&name),
+        config: crate::registry().config(&name).map(shown),
         declared_at,
         functions,
         name,
@@ -248,6 +372,26 @@ fn not_found(name: &str) -> Response {
     problem(
         StatusCode::NOT_FOUND,
         format!("no bulkhead named `{name}` is registered"),
+    )
+}
+
+/// `404` for a path the router does not have.
+async fn no_route(OriginalUri(uri): OriginalUri) -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        format!(
+            "there is no admin route `{}`: the routes are /bulkheads, /bulkheads/{{name}}, \
+             /events, /metrics, /reloads and /config",
+            uri.path()
+        ),
+    )
+}
+
+/// `405` for a method a route does not have.
+async fn no_method(method: Method, OriginalUri(uri): OriginalUri) -> Response {
+    problem(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("`{}` does not answer {method}", uri.path()),
     )
 }
 

@@ -42,7 +42,7 @@ use figment::{Figment, Metadata, Profile, Provider};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
 use crate::yaml::{Node, NodeValue, SectionIndex};
-use crate::{Config, Parsed, check};
+use crate::{Config, Parsed, UndeclaredName, check};
 
 use env::ENV_LAYER;
 
@@ -99,6 +99,14 @@ enum Layer {
         index: SectionIndex,
     },
     Env,
+}
+
+/// Whether a YAML text holds nothing but blank lines, comments and document markers.
+fn has_no_content(source: &str) -> bool {
+    source.lines().all(|line| {
+        let line = line.trim();
+        line.is_empty() || line.starts_with('#') || line == "---" || line == "..."
+    })
 }
 
 /// The name of the layer [`Layers::over_declarations`] starts from, in diagnostics.
@@ -236,14 +244,8 @@ impl Layers {
     pub fn file(self, path: impl AsRef<Path>) -> Result<Self, Diagnostics> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let source = crate::read_source(path).map_err(|e| {
-            Diagnostics::from(vec![Diagnostic::unplaced(
-                Severity::Error,
-                name.clone(),
-                "",
-                format!("cannot read the deploy file: {e}"),
-            )])
-        })?;
+        let source =
+            crate::read_deploy_file(path).map_err(|e| Diagnostics::unreadable(&*name, e))?;
         self.yaml(&name, &source)
     }
 
@@ -257,6 +259,17 @@ impl Layers {
     }
 
     fn add_yaml(mut self, name: &str, source: &str) -> Result<Self, Diagnostics> {
+        if !self.layers.is_empty() && has_no_content(source) {
+            // A file caught between an editor's truncate and its write, or a deploy tool
+            // that wrote nothing: applying it would silently drop every override.
+            return Err(Diagnostics::from(vec![Diagnostic::unplaced(
+                Severity::Error,
+                name,
+                "",
+                "the deploy is empty (no content but blanks and comments), so it is not \
+                 applied: to clear every override deliberately, deploy `bulkheads: {}`",
+            )]));
+        }
         let name: Arc<str> = Arc::from(name);
         let (root, problems) = crate::yaml::parse(&name, source)?;
         self.problems.extend(problems);
@@ -327,7 +340,8 @@ impl Layers {
             )])
         })?;
         let mut dict = data.get(&Profile::Default).cloned().unwrap_or_default();
-        problems.extend(self.take_undeclared(&mut dict, &declared.config));
+        let (undeclared, found) = self.take_undeclared(&mut dict, &declared.config);
+        problems.extend(found);
         let root_location = Location::new(Arc::from(ENV_LAYER), 0, 0);
         let root = Node {
             value: NodeValue::Mapping(
@@ -352,6 +366,7 @@ impl Layers {
                 parsed.warnings.extend(problems);
                 parsed.warnings.extend(warnings);
                 parsed.warnings.sort();
+                parsed.undeclared = undeclared;
                 Ok(parsed)
             }
             Err(errors) => {
@@ -373,13 +388,15 @@ impl Layers {
 
     /// Over a program's declarations, takes the entries of names nothing declares out of
     /// the merged tree, with a warning (an error when strict) at the name.
-    fn take_undeclared(&self, dict: &mut Dict, declared: &Config) -> Diagnostics {
+    fn take_undeclared(
+        &self,
+        dict: &mut Dict,
+        declared: &Config,
+    ) -> (Vec<UndeclaredName>, Diagnostics) {
         let mut problems = Diagnostics::new();
-        if !matches!(self.layers.first(), Some(Layer::Declared { .. })) {
-            return problems;
-        }
+        let mut taken = Vec::new();
         let Some(FigmentValue::Dict(_, bulkheads)) = dict.get_mut("bulkheads") else {
-            return problems;
+            return (taken, problems);
         };
         let undeclared: Vec<String> = bulkheads
             .keys()
@@ -393,10 +410,8 @@ impl Layers {
                 continue;
             };
             let (location, _) = self.place(&["bulkheads", &name], value.tag());
-            let hint = match suggestions.closest(&name, &declared_names) {
-                Some(close) => format!(": did you mean `{close}`?"),
-                None => String::new(),
-            };
+            let undeclared =
+                UndeclaredName::new(&name, suggestions.closest(&name, &declared_names));
             let severity = if self.strict {
                 Severity::Error
             } else {
@@ -406,12 +421,10 @@ impl Layers {
                 severity,
                 &location,
                 format!("bulkheads.{name}"),
-                format!(
-                    "`{name}` is not declared by any `#[bulkhead]` function of this program, \
-                     so these sizes apply to nothing{hint}"
-                ),
+                undeclared.to_string(),
             ));
+            taken.push(undeclared);
         }
-        problems
+        (taken, problems)
     }
 }

@@ -28,7 +28,8 @@ mod bulkhead;
 mod reload;
 
 pub use bulkhead::{Bulkhead, BulkheadShutdown};
-pub use reload::{ReloadError, ReloadProblem, ReloadReport, UndeclaredName};
+pub use bulkhead_config_types::UndeclaredName;
+pub use reload::{DeployBase, DeployRefused, Layered, ReloadError, ReloadProblem, ReloadReport};
 
 use std::collections::BTreeMap;
 use std::fmt;

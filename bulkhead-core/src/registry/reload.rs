@@ -1,13 +1,19 @@
-//! Reloading a registry: a deploy checked as a whole against every registered bulkhead,
-//! then applied in place, and what a reload reports or why it was refused.
+//! Reloading a registry: the one path every deploy takes. A deploy is built over the
+//! registry's own state (its [`DeployBase`], read under the deploy lock), checked as a
+//! whole against every registered bulkhead, applied in place, and its outcome recorded —
+//! applied, refused or unreadable — in one place: [`Registry::reload_status`] (and so
+//! `GET /reloads` and `bulkhead_config_reloads_total`) and one log line.
 //!
 //! Invariants (the registry's 3 and 4): nothing is applied unless every bulkhead keeps its
 //! kind and every config is valid; a bulkhead the deploy does not name goes back to its
-//! baseline. One lock, the deploy state, serialises reloads and first registrations.
+//! baseline. One lock, the deploy state, serialises deploys — from building one over the
+//! deploy in force to applying it — and first registrations.
 
+use std::convert::Infallible;
 use std::fmt;
 
-use bulkhead_config_types::{Config, InvalidConfig, Kind, closest_name};
+use bulkhead_config_types::{Config, InvalidConfig, Kind, UndeclaredName, closest_name};
+use parking_lot::MutexGuard;
 
 use crate::declaration::DeclarationSite;
 use crate::reloads::ReloadStatus;
@@ -74,32 +80,6 @@ impl fmt::Display for ReloadProblem {
     }
 }
 
-/// A name in a deploy that no code declares or registered: most often a typo.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct UndeclaredName {
-    /// The name as the deploy writes it.
-    pub name: String,
-    /// The declared name it most likely meant.
-    pub did_you_mean: Option<String>,
-}
-
-impl fmt::Display for UndeclaredName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bulkhead `{}` is not declared by any `#[bulkhead]` function of this program, so \
-             its sizes apply to nothing",
-            self.name
-        )?;
-        match &self.did_you_mean {
-            Some(close) => write!(f, ": did you mean `{close}`?"),
-            None => Ok(()),
-        }
-    }
-}
-
 /// Why [`Registry::reload`] refused a config. Nothing was applied.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("reload refused, nothing applied: {}", join(problems))]
@@ -131,7 +111,88 @@ pub struct ReloadReport {
     /// was applied to them, but a bulkhead registered later under such a name starts with
     /// the deploy's sizes. A typo in a deploy file shows up here.
     pub undeclared: Vec<UndeclaredName>,
+    /// What the deploy's layering warned about (lints, names nothing declares), one
+    /// diagnostic per entry (`FILE:LINE:COL: warning: …`).
+    pub warnings: Vec<String>,
 }
+
+/// What a deploy is built over, read under the registry's deploy lock: every registered
+/// bulkhead (declared by `#[bulkhead]` or registered by hand) with the config its code
+/// gave it, and the deploy in force.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct DeployBase {
+    /// Every registered bulkhead with its baseline: what a deploy that does not name it
+    /// restores.
+    pub baselines: Config,
+    /// The deploy in force (`None`: none applied yet).
+    pub in_force: Option<Config>,
+}
+
+impl DeployBase {
+    /// Every registered bulkhead with the config it runs with: its entry in the deploy in
+    /// force when that keeps its kind, otherwise its baseline.
+    pub fn running(&self) -> Config {
+        let mut running = self.baselines.clone();
+        if let Some(in_force) = &self.in_force {
+            for (name, config) in &mut running.bulkheads {
+                if let Some(deployed) = in_force.bulkheads.get(name)
+                    && deployed.kind() == config.kind()
+                {
+                    *config = deployed.clone();
+                }
+            }
+        }
+        running
+    }
+}
+
+/// A deploy built over a [`DeployBase`], ready for the registry to apply: the config and
+/// what building it found (names nothing declares, warnings).
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Layered {
+    /// The whole deploy: it replaces the deploy in force.
+    pub config: Config,
+    /// Names the layers gave that nothing registers (taken out of `config`).
+    pub undeclared: Vec<UndeclaredName>,
+    /// Warnings, one diagnostic each.
+    pub warnings: Vec<String>,
+}
+
+impl Layered {
+    /// A deploy of `config` with nothing found while building it.
+    pub fn new(config: Config) -> Self {
+        Layered {
+            config,
+            ..Layered::default()
+        }
+    }
+}
+
+/// Why [`Registry::deploy_with`] applied nothing: building the deploy failed (a file
+/// unreadable, a layer invalid), or the registry refused what was built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeployRefused<E> {
+    /// Building the deploy failed, with the builder's error.
+    Build(E),
+    /// The registry refused the deploy that was built.
+    Refused(ReloadError),
+}
+
+impl<E: fmt::Display> fmt::Display for DeployRefused<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeployRefused::Build(e) => e.fmt(f),
+            DeployRefused::Refused(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for DeployRefused<E> {}
+
+/// Where a deploy built in code comes from, in [`ReloadStatus::in_force`](crate::ReloadStatus::in_force) and the log.
+const IN_CODE: &str = "a config built in code";
 
 impl Registry {
     /// Applies a deploy, in place: the bulkheads it names take its sizes, every other
@@ -150,7 +211,7 @@ impl Registry {
     ///
     /// Every reload is counted in [`reload_status`](Self::reload_status), applied or refused.
     pub fn reload(&self, config: &Config) -> Result<ReloadReport, ReloadError> {
-        self.counted(self.apply_deploy(config, false))
+        self.reload_from(IN_CODE, config, false)
     }
 
     /// [`reload`](Self::reload), but a name no code declares or registered is refused
@@ -160,32 +221,140 @@ impl Registry {
     ///
     /// [`ReloadError`] with every [`ReloadProblem`] found.
     pub fn reload_strict(&self, config: &Config) -> Result<ReloadReport, ReloadError> {
-        self.counted(self.apply_deploy(config, true))
+        self.reload_from(IN_CODE, config, true)
     }
 
-    fn counted(
+    fn reload_from(
         &self,
-        result: Result<ReloadReport, ReloadError>,
+        source: &str,
+        config: &Config,
+        strict: bool,
     ) -> Result<ReloadReport, ReloadError> {
-        match &result {
-            Ok(_) => self.reloads.applied(),
-            Err(err) => self.reloads.refused(err.to_string()),
+        let built = |_: &DeployBase| Ok::<_, Infallible>(Layered::new(config.clone()));
+        self.deploy_with(source, strict, built)
+            .map_err(|refused| match refused {
+                DeployRefused::Refused(refused) => refused,
+                DeployRefused::Build(never) => match never {},
+            })
+    }
+
+    /// The one path of every deploy: under the deploy lock, `build` makes the deploy over
+    /// the registry's [`DeployBase`] (every registered bulkhead's baseline and the deploy
+    /// in force), the registry checks it as a whole ([`reload`](Self::reload)'s rules;
+    /// `strict`: names nothing registers are refused) and applies it in place, then
+    /// records the outcome — applied, refused, or `build`'s error — in
+    /// [`reload_status`](Self::reload_status) and one log line (target `bulkhead`:
+    /// `INFO` applied, `ERROR` refused), `source` naming where it came from.
+    ///
+    /// A change against the deploy in force (resize one bulkhead, keep the rest) is a
+    /// transaction this way: no other deploy can land between reading the deploy in force
+    /// and applying the change.
+    ///
+    /// ```
+    /// use bulkhead::config::{BulkheadConfig, SemaphoreConfig};
+    /// use bulkhead::{Layered, Registry};
+    ///
+    /// let registry = Registry::new();
+    /// let limits = |n| BulkheadConfig::semaphore(SemaphoreConfig {
+    ///     max_concurrent_calls: n,
+    ///     ..SemaphoreConfig::default()
+    /// });
+    /// let payment = registry.register("payment", &limits(10)).unwrap();
+    /// // Double the limit payment runs with, whatever deploy is in force.
+    /// let report = registry
+    ///     .deploy_with("an operator", false, |base| {
+    ///         let mut deploy = base.in_force.clone().unwrap_or_default();
+    ///         let now = base.running().bulkheads["payment"].limits.clone();
+    ///         let bulkhead::config::Limits::Semaphore(s) = now else { return Err("not a semaphore") };
+    ///         deploy.bulkheads.insert("payment".into(), limits(s.max_concurrent_calls * 2));
+    ///         Ok(Layered::new(deploy))
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(report.resized, ["payment"]);
+    /// assert_eq!(payment.snapshot().limit, 20);
+    /// assert_eq!(registry.reload_status().in_force.as_deref(), Some("an operator"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`DeployRefused::Build`] with `build`'s error, [`DeployRefused::Refused`] with every
+    /// problem the registry found; nothing was applied in either case.
+    pub fn deploy_with<E: fmt::Display>(
+        &self,
+        source: &str,
+        strict: bool,
+        build: impl FnOnce(&DeployBase) -> Result<Layered, E>,
+    ) -> Result<ReloadReport, DeployRefused<E>> {
+        let mut deploy = self.deploy.lock();
+        let base = self.base_locked(&deploy);
+        let outcome = match build(&base) {
+            Ok(layered) => self
+                .apply_locked(&mut deploy, layered, strict)
+                .map_err(DeployRefused::Refused),
+            Err(e) => Err(DeployRefused::Build(e)),
+        };
+        match &outcome {
+            Ok(report) => {
+                self.reloads.applied(source);
+                tracing::info!(
+                    target: "bulkhead",
+                    source,
+                    resized = ?report.resized,
+                    undeclared = ?report.undeclared.iter().map(|u| &u.name).collect::<Vec<_>>(),
+                    warnings = ?report.warnings,
+                    "deploy applied"
+                );
+            }
+            Err(refused) => {
+                let message = refused.to_string();
+                tracing::error!(
+                    target: "bulkhead",
+                    source,
+                    problems = ?message,
+                    "deploy refused, nothing applied; the bulkheads keep their sizes"
+                );
+                self.reloads.refused(message);
+            }
         }
-        result
+        outcome
     }
 
-    /// Counts a reload refused before it reached [`reload`](Self::reload) (a deploy file
-    /// that did not parse or validate) and keeps its `message` as the last error.
-    pub fn record_reload_failure(&self, message: impl Into<String>) {
-        self.reloads.refused(message.into());
+    /// What a deploy built now would be built over (see [`deploy_with`](Self::deploy_with)).
+    pub fn deploy_base(&self) -> DeployBase {
+        let deploy = self.deploy.lock();
+        self.base_locked(&deploy)
     }
 
-    /// How many reloads were applied and refused, and the last refusal.
+    fn base_locked(&self, deploy: &MutexGuard<'_, Option<Config>>) -> DeployBase {
+        let mut baselines = Config::default();
+        for entry in self.entries.iter() {
+            baselines
+                .bulkheads
+                .insert((*entry.key()).to_owned(), entry.baseline.clone());
+        }
+        DeployBase {
+            baselines,
+            in_force: (**deploy).clone(),
+        }
+    }
+
+    /// How many reloads were applied and refused, the last refusal, and where the deploy
+    /// in force came from.
     pub fn reload_status(&self) -> ReloadStatus {
         self.reloads.status()
     }
 
-    fn apply_deploy(&self, config: &Config, strict: bool) -> Result<ReloadReport, ReloadError> {
+    fn apply_locked(
+        &self,
+        deploy: &mut MutexGuard<'_, Option<Config>>,
+        layered: Layered,
+        strict: bool,
+    ) -> Result<ReloadReport, ReloadError> {
+        let Layered {
+            config,
+            undeclared: mut found,
+            warnings,
+        } = layered;
         let invalid: Vec<ReloadProblem> = config
             .bulkheads
             .iter()
@@ -194,7 +363,6 @@ impl Registry {
         if !invalid.is_empty() {
             return Err(ReloadError { problems: invalid });
         }
-        let mut deploy = self.deploy.lock();
         // Entries are only added under the deploy lock held here, and never removed, so
         // these read guards see every entry and wait on no writer.
         let mut entries: Vec<_> = self.entries.iter().collect();
@@ -228,7 +396,7 @@ impl Registry {
                 }),
             }
         }
-        let undeclared: Vec<UndeclaredName> = config
+        let mut undeclared: Vec<UndeclaredName> = config
             .bulkheads
             .keys()
             .filter(|name| {
@@ -236,12 +404,12 @@ impl Registry {
                     .binary_search_by_key(&name.as_str(), |e| *e.key())
                     .is_err()
             })
-            .map(|name| UndeclaredName {
-                name: name.clone(),
-                did_you_mean: closest_name(name, entries.iter().map(|e| *e.key()))
-                    .map(str::to_owned),
+            .map(|name| {
+                UndeclaredName::new(name, closest_name(name, entries.iter().map(|e| *e.key())))
             })
             .collect();
+        undeclared.append(&mut found);
+        undeclared.sort_by(|a, b| a.name.cmp(&b.name));
         if strict {
             problems.extend(undeclared.iter().cloned().map(ReloadProblem::Undeclared));
         }
@@ -251,6 +419,7 @@ impl Registry {
 
         let mut report = ReloadReport {
             undeclared,
+            warnings,
             ..ReloadReport::default()
         };
         for (name, current, resize) in resizes {
@@ -264,7 +433,7 @@ impl Registry {
             }
         }
         drop(entries);
-        *deploy = Some(config.clone());
+        **deploy = Some(config);
         Ok(report)
     }
 }

@@ -1,4 +1,4 @@
-//! `GET /bulkheads/events`: the events of every bulkhead as server-sent events, through a
+//! `GET /events`: the events of every bulkhead as server-sent events, through a
 //! bounded buffer per client.
 //!
 //! # Invariants
@@ -11,15 +11,16 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use futures_util::Stream;
+use axum::response::{IntoResponse, Response};
+use http::{StatusCode, header};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::Admin;
+use super::{Admin, problem};
 use crate::events::{self, Event, EventKind, Subscription};
 
 /// Events dropped for slow events clients since the process started, all clients
@@ -73,16 +74,55 @@ fn to_json(event: &Event<'_>) -> Option<String> {
     serde_json::to_string(&view).ok()
 }
 
-/// What one client's stream holds: its buffer, its listener, and its dropped count.
+/// What one client's stream holds: its buffer, its listener, its dropped count, its
+/// place among the clients, and the signal that ends it.
 struct Client {
     events: mpsc::Receiver<String>,
     dropped: Arc<AtomicU64>,
+    closed: tokio::sync::watch::Receiver<bool>,
     _listening: Subscription,
+    _slot: Slot,
 }
 
-pub(super) async fn stream(
-    State(admin): State<Arc<Admin>>,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+/// One client counted against [`Admin::max_event_clients`] while its stream lives.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+pub(super) async fn stream(State(admin): State<Arc<Admin>>) -> Response {
+    let closed = admin.streams.closed();
+    if *closed.borrow() {
+        return problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down: event streams are closed".into(),
+        );
+    }
+    let clients = Arc::clone(&admin.event_clients);
+    let cap = admin.max_event_clients;
+    if clients
+        .fetch_update(Relaxed, Relaxed, |n| match cap {
+            Some(cap) if n >= cap => None,
+            _ => Some(n + 1),
+        })
+        .is_err()
+    {
+        let mut busy = problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{} event clients are listening already, the most this server allows: try \
+                 again later",
+                cap.unwrap_or_default()
+            ),
+        );
+        busy.headers_mut()
+            .insert(header::RETRY_AFTER, http::HeaderValue::from_static("5"));
+        return busy;
+    }
+    let slot = Slot(clients);
     let (sender, receiver) = mpsc::channel::<String>(admin.events_buffer);
     let dropped = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&dropped);
@@ -98,7 +138,9 @@ pub(super) async fn stream(
     let client = Client {
         events: receiver,
         dropped,
+        closed,
         _listening: listening,
+        _slot: slot,
     };
     let stream = futures_util::stream::unfold(client, |mut client| async move {
         let lost = client.dropped.swap(0, Relaxed);
@@ -106,10 +148,16 @@ pub(super) async fn stream(
             let notice = SseEvent::default()
                 .event("dropped")
                 .data(format!("{{\"dropped\":{lost}}}"));
-            return Some((Ok(notice), client));
+            return Some((Ok::<_, Infallible>(notice), client));
         }
-        let json = client.events.recv().await?;
+        let json = tokio::select! {
+            json = client.events.recv() => json?,
+            // Closed (or the router gone): the stream ends, and its connection with it.
+            _ = client.closed.wait_for(|closed| *closed) => return None,
+        };
         Some((Ok(SseEvent::default().data(json)), client))
     });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }

@@ -1,6 +1,6 @@
 //! `GET /ui`: the live page — one self-contained HTML document (its CSS and script
 //! inline; nothing fetched from elsewhere) that polls `GET /bulkheads` every second and
-//! listens to `GET /bulkheads/events`, both relative to the page, so it works under any
+//! listens to `GET /events`, both relative to the page, so it works under any
 //! mount prefix and behind the same guards as those routes.
 //!
 //! # Invariants

@@ -10,11 +10,12 @@ use axum::extract::{FromRequestParts, Path, State};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderMap, StatusCode, header};
-use subtle::ConstantTimeEq;
 
+use super::access::{Denied, bearer};
 use super::{Admin, not_found, problem};
-use crate::config::{Config, Layers};
-use crate::{Deploy, DeployError};
+use crate::config::{Diagnostic, Diagnostics, Severity};
+use crate::deploy::{layered, layers_over};
+use crate::{Deploy, DeployError, ReloadReport};
 
 /// Who asked for a change, for the log.
 pub(super) struct Caller {
@@ -32,38 +33,8 @@ impl std::fmt::Display for Caller {
     }
 }
 
-/// Why a write was refused.
-pub(super) enum Denied {
-    /// No `Authorization: Bearer …` header: `401`.
-    NoToken,
-    /// Another token: `403`.
-    WrongToken,
-}
-
-impl IntoResponse for Denied {
-    fn into_response(self) -> Response {
-        match self {
-            Denied::NoToken => {
-                let mut response = problem(
-                    StatusCode::UNAUTHORIZED,
-                    "this route changes bulkheads: send `Authorization: Bearer <token>`".into(),
-                );
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    http::HeaderValue::from_static("Bearer"),
-                );
-                response
-            }
-            Denied::WrongToken => problem(
-                StatusCode::FORBIDDEN,
-                "the token is not the admin's write token".into(),
-            ),
-        }
-    }
-}
-
-/// A caller whose bearer token is the admin's: extracting it answers `401`/`403` for the
-/// others, before the handler runs.
+/// A caller whose bearer token is the admin's write token: extracting it answers
+/// `405`/`401`/`403` for the others, before the handler runs.
 pub(super) struct Authorized(Caller);
 
 impl FromRequestParts<Arc<Admin>> for Authorized {
@@ -73,33 +44,20 @@ impl FromRequestParts<Arc<Admin>> for Authorized {
         parts: &mut Parts,
         admin: &Arc<Admin>,
     ) -> Result<Self, Self::Rejection> {
+        let Some(expected) = &admin.write_token else {
+            return Err(Denied::NoWrites);
+        };
         let peer = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0);
-        authorize(admin, &parts.headers, peer).map(Authorized)
-    }
-}
-
-/// The caller, if its bearer token is the admin's (compared in constant time).
-fn authorize(
-    admin: &Admin,
-    headers: &HeaderMap,
-    peer: Option<SocketAddr>,
-) -> Result<Caller, Denied> {
-    let caller = caller(headers, peer);
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or(Denied::NoToken)?;
-    // The write routes exist only with a token; without one nothing matches.
-    let expected = admin.write_token.as_deref().ok_or(Denied::WrongToken)?;
-    if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
-        Ok(caller)
-    } else {
-        tracing::warn!(target: "bulkhead", who = %caller, "admin write refused: wrong token");
-        Err(Denied::WrongToken)
+        let caller = caller(&parts.headers, peer);
+        if expected.matches(bearer(&parts.headers)?) {
+            Ok(Authorized(caller))
+        } else {
+            tracing::warn!(target: "bulkhead", who = %caller, "admin write refused: wrong token");
+            Err(Denied::WrongToken)
+        }
     }
 }
 
@@ -114,94 +72,139 @@ fn caller(headers: &HeaderMap, peer: Option<SocketAddr>) -> Caller {
     }
 }
 
-/// Applies `config` with [`reload`](crate::reload), logging who changed what.
-fn apply_config(caller: &Caller, what: &str, config: &Config) -> Response {
-    match crate::reload(config) {
-        Ok(report) => {
-            tracing::warn!(
-                target: "bulkhead",
-                who = %caller,
-                resized = ?report.resized,
-                "admin change applied: {what}"
-            );
-            Json(report).into_response()
-        }
-        Err(refused) => problem(StatusCode::UNPROCESSABLE_ENTITY, refused.to_string()),
+/// Answers what a write did: the report (with `config`, the bulkhead's config in force,
+/// for a PATCH), or `422` with every problem — each diagnostic placed in the request body.
+fn answer(outcome: Result<serde_json::Value, DeployError>) -> Response {
+    match outcome {
+        Ok(report) => Json(report).into_response(),
+        Err(DeployError::Invalid(diagnostics)) => refused(&diagnostics),
+        Err(other) => problem(StatusCode::UNPROCESSABLE_ENTITY, other.to_string()),
     }
 }
 
-/// Counts a change refused before it reached the registry, and answers `422`.
-fn invalid(diagnostics: String) -> Response {
-    crate::registry().record_reload_failure(diagnostics.clone());
-    problem(StatusCode::UNPROCESSABLE_ENTITY, diagnostics)
+/// `422` with the diagnostics: `error` (every problem, one per line) and `diagnostics`
+/// (`file`, `line`, `column`, `key_path`, `severity`, `message` each).
+pub(super) fn refused(diagnostics: &Diagnostics) -> Response {
+    let placed: Vec<serde_json::Value> = diagnostics
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "file": d.file,
+                "line": d.line,
+                "column": d.column,
+                "key_path": d.key_path,
+                "severity": if d.is_error() { "error" } else { "warning" },
+                "message": d.message,
+            })
+        })
+        .collect();
+    let body = serde_json::json!({ "error": diagnostics.to_string(), "diagnostics": placed });
+    (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
 }
 
-/// `PUT /config`: the body is a deploy YAML, layered over the declarations as at start-up.
+fn report_json(report: &ReloadReport) -> serde_json::Value {
+    serde_json::to_value(report).unwrap_or_default()
+}
+
+/// `PUT /config`: the body is a deploy YAML, layered over every registered bulkhead as at
+/// start-up; it replaces the deploy in force.
 pub(super) async fn apply(
     State(admin): State<Arc<Admin>>,
     Authorized(caller): Authorized,
     body: String,
 ) -> Response {
-    let deploy = match Deploy::new().yaml("PUT /config", &body) {
-        Ok(deploy) if admin.env => deploy.env(),
-        Ok(deploy) => deploy,
-        Err(diagnostics) => return invalid(diagnostics.to_string()),
-    };
-    if let Err(conflict) = crate::declarations().check() {
-        return invalid(DeployError::from(conflict).to_string());
-    }
-    match deploy.resolve() {
-        Ok(parsed) => apply_config(&caller, "a deploy config (PUT /config)", &parsed.config),
-        Err(diagnostics) => invalid(diagnostics.to_string()),
-    }
+    let source = format!("PUT /config by {caller}");
+    let deploy = Deploy::of_text("PUT /config", &body, admin.env);
+    answer(deploy.install_as(&source).map(|r| report_json(&r)))
 }
 
-/// `PATCH /bulkheads/{name}`: the body is a JSON object of the bulkhead's keys, layered
-/// over the config every bulkhead runs with now.
+/// Where a PATCH's body starts in the layer built from it: two lines down
+/// (`bulkheads:`, the name), four columns in.
+const PATCH_LINES: usize = 2;
+const PATCH_INDENT: usize = 4;
+
+/// `PATCH /bulkheads/{name}`: the body is a JSON object of the bulkhead's keys — a change
+/// against the deploy in force, applied as one transaction under the registry's deploy
+/// lock: the other bulkheads keep what the deploy in force gives them.
 pub(super) async fn resize(
     Path(name): Path<String>,
     Authorized(caller): Authorized,
     body: String,
 ) -> Response {
-    let registry = crate::registry();
-    if registry.get(&name).is_none() {
+    if crate::registry().get(&name).is_none() {
         return not_found(&name);
     }
-    let Ok(keys) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&body) else {
-        return problem(
-            StatusCode::BAD_REQUEST,
-            "the body is a JSON object of the bulkhead's keys, e.g. {\"max_concurrent_calls\": 40}"
-                .into(),
+    let layer = format!("PATCH /bulkheads/{name}");
+    if let Err(not_an_object) = serde_json::from_str::<serde_json::Map<_, _>>(&body) {
+        let (line, column) = (not_an_object.line(), not_an_object.column());
+        let message = format!(
+            "the body is not a JSON object of the bulkhead's keys (such as \
+             {{\"max_concurrent_calls\": 40}}): {}",
+            json_reason(&not_an_object)
         );
-    };
-    // JSON is YAML: the change is a deploy layer of one bulkhead over the config every
-    // bulkhead runs with now (so the others keep their sizes), checked like a deploy.
-    let change = serde_json::json!({ "bulkheads": { &name: keys } }).to_string();
-    let site = |name: &str| {
-        crate::declarations()
-            .get(name)
-            .map(|d| d.declared_at().to_string())
-    };
-    let layers = Layers::over_declarations(&running_config(), site)
-        .yaml(&format!("PATCH /bulkheads/{name}"), &change);
-    match layers.and_then(|layers| layers.extract()) {
-        Ok(config) => apply_config(
-            &caller,
-            &format!("bulkhead `{name}` set to {body} (PATCH)"),
-            &config,
-        ),
-        Err(diagnostics) => invalid(diagnostics.to_string()),
+        let mut placed = Diagnostic::unplaced(Severity::Error, &*layer, "", message);
+        (placed.line, placed.column) = (line, column);
+        let diagnostics = Diagnostics::from(vec![placed]);
+        // Recorded like any refused deploy.
+        let outcome =
+            crate::deploy::apply(&layer, false, |_| Err(DeployError::Invalid(diagnostics)));
+        return answer(outcome.map(|r| report_json(&r)));
     }
+    // JSON is YAML: the body, indented under its name, is a deploy layer of one bulkhead.
+    let mut text = format!(
+        "bulkheads:\n  {}:\n",
+        serde_json::Value::from(name.as_str())
+    );
+    for line in body.lines() {
+        text.push_str(&" ".repeat(PATCH_INDENT));
+        text.push_str(line);
+        text.push('\n');
+    }
+    let source = format!("{layer} by {caller}");
+    let mut in_force = None;
+    let outcome = crate::deploy::apply(&source, false, |base| {
+        let parsed = layers_over(&base.running())
+            .yaml(&layer, &text)
+            .and_then(|layers| layers.resolve())
+            .map_err(|diagnostics| DeployError::Invalid(in_body(&layer, diagnostics)))?;
+        let changed = parsed.config.bulkheads.get(&name).cloned();
+        let mut change = layered(parsed);
+        let mut deploy = base.in_force.clone().unwrap_or_default();
+        if let Some(changed) = changed {
+            deploy.bulkheads.insert(name.clone(), changed.clone());
+            in_force = Some(changed);
+        }
+        change.config = deploy;
+        Ok(change)
+    });
+    answer(outcome.map(|report| {
+        let mut json = report_json(&report);
+        json["config"] = serde_json::to_value(in_force.map(super::shown)).unwrap_or_default();
+        json
+    }))
 }
 
-/// Every registered bulkhead with the config it runs with now.
-fn running_config() -> Config {
-    let registry = crate::registry();
-    let mut config = Config::default();
-    for name in registry.names() {
-        if let Some(bulkhead) = registry.config(&name) {
-            config.bulkheads.insert(name, bulkhead);
-        }
+/// The diagnostics of a PATCH's layer placed in the request body.
+fn in_body(layer: &str, diagnostics: Diagnostics) -> Diagnostics {
+    diagnostics
+        .into_iter()
+        .map(|mut d| {
+            if d.file == layer && d.line > PATCH_LINES {
+                d.line -= PATCH_LINES;
+                d.column = d.column.saturating_sub(PATCH_INDENT);
+            }
+            d
+        })
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// What serde_json says is wrong, without its "at line … column …" (the position is a
+/// field of its own).
+fn json_reason(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
     }
-    config
 }

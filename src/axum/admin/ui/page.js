@@ -4,7 +4,7 @@
 // the snapshots (polled) and the events stream (server-sent events, reconnected when it
 // drops). No library, no build step: this file is embedded in the crate as it is.
 const SNAPSHOTS = "bulkheads";
-const EVENTS = "bulkheads/events";
+const EVENTS = "events";
 const POLL_MS = 1000;
 const HISTORY_MS = 5 * 60 * 1000; // the limit's sparkline
 const RATE_WINDOW_MS = 10 * 1000; // refusals per second, over the last 10 s of snapshots
