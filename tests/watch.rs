@@ -153,7 +153,9 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
     // `fs::write` truncates, then writes: the watcher may see the empty file in between
     // (refused too), so the wait is for the invalid edit's own refusal.
     eventually("the invalid edit to be refused", || {
-        status.last_error().is_some_and(|e| e.contains("prod.yaml:2:"))
+        status
+            .last_error()
+            .is_some_and(|e| e.contains("prod.yaml:2:"))
     });
     assert_eq!(limit(), 5);
     let after = bulkhead::registry().reload_status();
@@ -173,7 +175,10 @@ fn edits_renames_and_symlink_swaps_resize_and_bad_edits_change_nothing() {
         logged.iter().all(|line| line.contains("prod.yaml")),
         "{logged:?}"
     );
-    assert!(logged.last().unwrap().contains("prod.yaml:2:"), "{logged:?}");
+    assert!(
+        logged.last().unwrap().contains("prod.yaml:2:"),
+        "{logged:?}"
+    );
     // One line per event: the multi-line diagnostic is a field, its line breaks escaped.
     assert!(logged.iter().all(|line| !line.contains('\n')), "{logged:?}");
 
