@@ -320,7 +320,7 @@ const RULES: &[(&str, &str, &str)] = &[
     (
         "deploy names an undeclared bulkhead",
         "against/undeclared-name/expected",
-        "does not declare `paymnet`",
+        "`paymnet` is not declared by any",
     ),
     (
         "env var names the source",
