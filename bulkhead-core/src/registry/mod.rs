@@ -32,6 +32,7 @@ pub use reload::{ReloadError, ReloadProblem, ReloadReport, UndeclaredName};
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -267,26 +268,50 @@ impl Registry {
         snapshots
     }
 
-    /// Shuts every registered bulkhead down at once: admission stops everywhere, then each
-    /// waits for its running work; the whole takes at most about `timeout`.
+    /// Shuts every registered bulkhead down at once: admission stops everywhere, then
+    /// their running work is waited for until `timeout` has passed (measured once, for
+    /// all of them), by at most eight threads (the caller's included) however many
+    /// bulkheads there are.
     pub fn shutdown(&self, timeout: Duration) -> BTreeMap<String, BulkheadShutdown> {
+        let deadline = self.clock.now().checked_add(timeout);
         let bulkheads: Vec<(String, Bulkhead)> = self
             .entries
             .iter()
             .map(|e| (e.key().to_string(), e.bulkhead.clone()))
             .collect();
+        // Admission stops everywhere first, so no bulkhead waits for the others to begin.
+        for (_, bulkhead) in &bulkheads {
+            bulkhead.stop_admission();
+        }
+        let next = AtomicUsize::new(0);
+        let drain = || {
+            let mut done = Vec::new();
+            while let Some((name, bulkhead)) = bulkheads.get(next.fetch_add(1, Relaxed)) {
+                let left = deadline.map_or(Duration::MAX, |d| {
+                    d.saturating_duration_since(self.clock.now())
+                });
+                done.push((name.clone(), bulkhead.shutdown(left)));
+            }
+            done
+        };
         std::thread::scope(|s| {
-            let running: Vec<_> = bulkheads
-                .iter()
-                .map(|(name, bulkhead)| (name, s.spawn(move || bulkhead.shutdown(timeout))))
+            let helpers: Vec<_> = (1..SHUTDOWN_THREADS.min(bulkheads.len()))
+                .map_while(|_| std::thread::Builder::new().spawn_scoped(s, drain).ok())
                 .collect();
-            running
-                .into_iter()
-                .filter_map(|(name, handle)| Some((name.clone(), handle.join().ok()?)))
-                .collect()
+            // This thread drains too: with no helper (the OS refused them) it does it all.
+            let mut reports: BTreeMap<String, BulkheadShutdown> = drain().into_iter().collect();
+            for helper in helpers {
+                if let Ok(done) = helper.join() {
+                    reports.extend(done);
+                }
+            }
+            reports
         })
     }
 }
+
+/// The most threads [`Registry::shutdown`] waits on bulkheads with (its caller's included).
+const SHUTDOWN_THREADS: usize = 8;
 
 fn same_kind(
     name: &str,

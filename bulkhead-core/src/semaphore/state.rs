@@ -70,8 +70,11 @@ pub(super) const fn available(state: isize) -> isize {
 #[derive(Default)]
 pub(super) struct Waiters {
     pub(super) queue: VecDeque<sync::Arc<Waiter>>,
-    /// The thread waiting in [`SemaphoreBulkhead::shutdown`] for running calls to finish.
-    pub(super) drain: Option<Thread>,
+    /// The threads waiting in [`SemaphoreBulkhead::shutdown`] for running calls to finish
+    /// (any number of callers may wait at once; each release wakes them all).
+    pub(super) drain: Vec<Thread>,
+    /// Waiters refused by the shutdown, so that every `shutdown` caller reports them.
+    pub(super) refused_by_shutdown: u64,
     /// Async waiters in `queue` (`deadlines.rs`, invariant 7).
     pub(super) timed: usize,
     /// The one timer of the async waiters' `max_wait` (`deadlines.rs`).
@@ -264,7 +267,7 @@ impl Shared {
         if let Some(waiter) = granted {
             waiter.wake();
         }
-        if let Some(thread) = drain {
+        for thread in drain {
             thread.unpark();
         }
     }
@@ -438,12 +441,12 @@ impl Shared {
     }
 
     /// Stops admission: sets [`SHUT_DOWN`], refuses every queued waiter (woken once the
-    /// lock is released, returned here) and records `drain`, the thread that waits for the
-    /// running calls, so that every release from now on wakes it. Returns the waiters
-    /// refused.
-    pub(super) fn close(&self, drain: Thread) -> u64 {
+    /// lock is released) and, with `drain`, adds a thread that waits for the running calls,
+    /// so that every release from now on wakes it. Returns the waiters refused by the
+    /// shutdown so far (the same count for every caller).
+    pub(super) fn close(&self, drain: Option<Thread>) -> u64 {
         let mut refused = Vec::new();
-        {
+        let count = {
             let mut waiters = self.waiters.lock();
             self.state.fetch_or(SHUT_DOWN, AcqRel);
             for waiter in waiters.queue.drain(..) {
@@ -453,13 +456,22 @@ impl Shared {
             waiters.timed = 0;
             waiters.timer = None;
             self.state.fetch_and(!HAS_WAITERS, AcqRel);
-            waiters.drain = Some(drain);
-        }
-        let count = refused.len() as u64;
+            waiters.drain.extend(drain);
+            waiters.refused_by_shutdown += refused.len() as u64;
+            waiters.refused_by_shutdown
+        };
         for waiter in refused {
             waiter.wake();
         }
         count
+    }
+
+    /// Takes `drain` (a thread `close` added) out of the threads woken by releases.
+    pub(super) fn stop_draining(&self, drain: &Thread) {
+        let mut waiters = self.waiters.lock();
+        if let Some(at) = waiters.drain.iter().position(|t| t.id() == drain.id()) {
+            waiters.drain.swap_remove(at);
+        }
     }
 
     /// True once [`close`](Self::close) has run.

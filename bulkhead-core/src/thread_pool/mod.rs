@@ -349,6 +349,10 @@ impl ThreadPoolBulkhead {
     /// work finish for up to `timeout` on the pool's clock, fails what is still queued with
     /// `ShutDown` (its callers get their input back), joins the workers that have exited and
     /// reports what happened.
+    ///
+    /// Any number of threads may call it at once: each returns by its own deadline (the
+    /// first to reach its deadline, or to see every worker leave, closes the pool) and all
+    /// return the same report.
     pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
         let counts = self.shared().shutdown(timeout);
         ShutdownReport {

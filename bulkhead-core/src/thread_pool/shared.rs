@@ -112,12 +112,24 @@ pub(crate) struct PoolState {
     /// `handles` yet, so shutdown waits for this to reach 0 before it takes them.
     pub(super) spawning: u32,
     pub(super) shutting_down: bool,
-    pub(super) shutdown_waiter: Option<Thread>,
+    /// The threads waiting in `shutdown` (any number of callers at once).
+    pub(super) shutdown_waiters: Vec<Thread>,
+    /// What the shutdown found, once the first caller to finish waiting closed the pool:
+    /// every caller reports the same.
+    pub(super) shutdown_report: Option<super::lifecycle::ShutdownCounts>,
+    /// A caller is closing the pool (failing the queue, joining workers) and will set
+    /// `shutdown_report`.
+    pub(super) shutdown_closing: bool,
     /// Tasks finished since shutdown began.
     pub(super) drained: u64,
 }
 
 impl PoolState {
+    /// Takes `me` out of the threads a shutdown's progress wakes.
+    pub(super) fn forget_shutdown_waiter(&mut self, me: &Thread) {
+        self.shutdown_waiters.retain(|t| t.id() != me.id());
+    }
+
     /// Queued tasks no worker has been claimed for: the queue's occupancy.
     pub(super) fn unassigned(&self) -> u32 {
         let queued = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
@@ -235,7 +247,9 @@ impl Shared {
                 handles: Vec::new(),
                 spawning: 0,
                 shutting_down: false,
-                shutdown_waiter: None,
+                shutdown_waiters: Vec::new(),
+                shutdown_report: None,
+                shutdown_closing: false,
                 drained: 0,
             })),
             inbox: Inbox::default(),

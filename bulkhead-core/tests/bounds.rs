@@ -1,0 +1,226 @@
+//! Every wait the config names is a bound: `max_queue_wait`, the call `timeout` on a
+//! pool's `async` body that blocks, and `shutdown(timeout)` however many callers wait at
+//! once. Deterministic: bodies block on gates, time moves only on a `ManualClock`.
+
+mod support;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig};
+use bulkhead_core::{
+    BulkheadShutdown, Registry, SemaphoreBulkhead, SemaphoreShutdown, ShutdownReport,
+    ThreadPoolBulkhead,
+};
+use support::{Gate, manual_clock, pool_config, semaphore, wait_until};
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+// ---------------------------------------------------------------- shutdown
+
+/// `n` threads calling `shutdown(timeout)` on clones of one bulkhead at once.
+fn concurrent_shutdowns<B: Clone + Send + 'static, R: Send + 'static>(
+    bulkhead: &B,
+    timeouts: &[Duration],
+    shutdown: fn(&B, Duration) -> R,
+) -> Vec<thread::JoinHandle<R>> {
+    timeouts
+        .iter()
+        .map(|&timeout| {
+            let bulkhead = bulkhead.clone();
+            thread::spawn(move || shutdown(&bulkhead, timeout))
+        })
+        .collect()
+}
+
+fn semaphore_shutdown_callers_each_return_at_the_deadline_with_the_same_report(n: usize) {
+    let (clock, shared_clock) = manual_clock();
+    let sem = SemaphoreBulkhead::with_clock("s", &semaphore(1, 10_000), shared_clock);
+    let held = sem.try_acquire().unwrap();
+    // A waiter the shutdown refuses: every caller reports it.
+    let waiter = {
+        let sem = sem.clone();
+        thread::spawn(move || sem.acquire().map(drop))
+    };
+    clock.wait_for_sleepers(1);
+    let callers = concurrent_shutdowns(&sem, &vec![secs(1); n], SemaphoreBulkhead::shutdown);
+    assert!(matches!(
+        waiter.join().unwrap(),
+        Err(bulkhead_core::BulkheadError::ShutDown { .. })
+    ));
+    // Every caller parks on the clock until its own deadline.
+    clock.wait_for_sleepers(n);
+    clock.advance(secs(1));
+    let reports: Vec<SemaphoreShutdown> = callers.into_iter().map(|c| c.join().unwrap()).collect();
+    assert_eq!(reports.len(), n);
+    for report in &reports {
+        assert_eq!((report.waiters_refused, report.still_running), (1, 1));
+    }
+    drop(held);
+}
+
+#[test]
+fn two_semaphore_shutdown_callers_each_return_at_the_deadline_with_the_same_report() {
+    semaphore_shutdown_callers_each_return_at_the_deadline_with_the_same_report(2);
+}
+
+#[test]
+fn eight_semaphore_shutdown_callers_each_return_at_the_deadline_with_the_same_report() {
+    semaphore_shutdown_callers_each_return_at_the_deadline_with_the_same_report(8);
+}
+
+#[test]
+fn semaphore_shutdown_callers_all_return_when_the_last_call_ends() {
+    let (clock, shared_clock) = manual_clock();
+    let sem = SemaphoreBulkhead::with_clock("s", &semaphore(1, 0), shared_clock);
+    let held = sem.try_acquire().unwrap();
+    // One caller without a deadline (the old code left all but the latest caller parked).
+    let callers = concurrent_shutdowns(
+        &sem,
+        &[Duration::MAX, secs(5), secs(5)],
+        SemaphoreBulkhead::shutdown,
+    );
+    wait_until(|| clock.sleepers() == 2);
+    // The deadline-free caller parks without the clock; give it time to register.
+    wait_until(|| sem.is_shut_down());
+    drop(held);
+    for caller in callers {
+        assert_eq!(caller.join().unwrap().still_running, 0);
+    }
+}
+
+fn pool_shutdown_callers_each_return_at_the_deadline_with_the_same_report(n: usize) {
+    let (clock, shared_clock) = manual_clock();
+    let pool = ThreadPoolBulkhead::with_clock("p", &pool_config(1, 1, 1), shared_clock);
+    let gate = Gate::default();
+    let running = {
+        let (pool, gate) = (pool.clone(), gate.clone());
+        thread::spawn(move || pool.call((), move |()| gate.wait()).map_err(|r| r.error))
+    };
+    wait_until(|| pool.snapshot().active == 1);
+    let queued = {
+        let pool = pool.clone();
+        thread::spawn(move || pool.call((), |()| ()).map_err(|r| r.error))
+    };
+    wait_until(|| pool.snapshot().queued == 1);
+    let callers = concurrent_shutdowns(&pool, &vec![secs(1); n], ThreadPoolBulkhead::shutdown);
+    clock.wait_for_sleepers(n);
+    clock.advance(secs(1));
+    let reports: Vec<ShutdownReport> = callers.into_iter().map(|c| c.join().unwrap()).collect();
+    assert_eq!(reports.len(), n);
+    for report in &reports {
+        assert_eq!(
+            (
+                report.completed,
+                report.failed_queued,
+                report.still_running,
+                report.threads_joined
+            ),
+            (0, 1, 1, 0),
+            "every caller reports the one shutdown"
+        );
+    }
+    assert!(matches!(
+        queued.join().unwrap(),
+        Err(bulkhead_core::BulkheadError::ShutDown { .. })
+    ));
+    gate.open();
+    assert!(running.join().unwrap().is_ok());
+}
+
+#[test]
+fn two_pool_shutdown_callers_each_return_at_the_deadline_with_the_same_report() {
+    pool_shutdown_callers_each_return_at_the_deadline_with_the_same_report(2);
+}
+
+#[test]
+fn eight_pool_shutdown_callers_each_return_at_the_deadline_with_the_same_report() {
+    pool_shutdown_callers_each_return_at_the_deadline_with_the_same_report(8);
+}
+
+#[test]
+fn a_pool_shutdown_caller_with_a_later_deadline_returns_the_first_callers_report() {
+    let (clock, shared_clock) = manual_clock();
+    let pool = ThreadPoolBulkhead::with_clock("p", &pool_config(1, 1, 0), shared_clock);
+    let gate = Gate::default();
+    let running = {
+        let (pool, gate) = (pool.clone(), gate.clone());
+        thread::spawn(move || pool.call((), move |()| gate.wait()).map_err(|r| r.error))
+    };
+    wait_until(|| pool.snapshot().active == 1);
+    let early = concurrent_shutdowns(&pool, &[secs(1)], ThreadPoolBulkhead::shutdown);
+    let late = concurrent_shutdowns(&pool, &[secs(60)], ThreadPoolBulkhead::shutdown);
+    clock.wait_for_sleepers(2);
+    clock.advance(secs(1));
+    let first = early.into_iter().next().unwrap().join().unwrap();
+    // The later caller is woken by the close and reports the same, long before its deadline.
+    let second = late.into_iter().next().unwrap().join().unwrap();
+    assert_eq!(first, second);
+    assert_eq!(first.still_running, 1);
+    gate.open();
+    assert!(running.join().unwrap().is_ok());
+}
+
+/// Threads of this process right now (Linux).
+fn process_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, Iterator::count)
+}
+
+#[test]
+fn registry_shutdown_of_100_000_bulkheads_waits_on_a_bounded_number_of_threads() {
+    const BULKHEADS: usize = 100_000;
+    const BUSY: usize = 20;
+    let (clock, shared_clock) = manual_clock();
+    let registry = Registry::with_clock(shared_clock);
+    let semaphore_config = BulkheadConfig::semaphore(SemaphoreConfig {
+        max_concurrent_calls: 1,
+        ..SemaphoreConfig::default()
+    });
+    let pool = BulkheadConfig::thread_pool(pool_config(0, 1, 1));
+    let mut held = Vec::new();
+    for i in 0..BULKHEADS {
+        let config = if i % 2 == 0 { &semaphore_config } else { &pool };
+        let bulkhead = registry.register(&format!("b{i}"), config).unwrap();
+        if i % 2 == 0 && held.len() < BUSY {
+            // Busy semaphores: their shutdown waits for the deadline.
+            held.push(bulkhead.as_semaphore().unwrap().clone());
+        }
+    }
+    let permits: Vec<_> = held.iter().map(|s| s.try_acquire().unwrap()).collect();
+    let before = process_threads();
+    let shutdown = {
+        let registry = Arc::new(registry);
+        let waiting = Arc::clone(&registry);
+        (
+            registry,
+            thread::spawn(move || waiting.shutdown(Duration::from_secs(2))),
+        )
+    };
+    // Eight threads at most wait (one per busy bulkhead at a time), each parked on the clock.
+    clock.wait_for_sleepers(8);
+    let during = process_threads();
+    assert!(
+        during <= before + 8,
+        "{during} threads while shutting down, {before} before"
+    );
+    assert_eq!(clock.sleepers(), 8, "the others wait for a thread");
+    clock.advance(Duration::from_secs(2));
+    let reports = shutdown.1.join().unwrap();
+    assert_eq!(reports.len(), BULKHEADS);
+    let busy = reports
+        .values()
+        .filter(|r| matches!(r, BulkheadShutdown::Semaphore(s) if s.still_running == 1))
+        .count();
+    assert_eq!(busy, BUSY);
+    let registry = shutdown.0;
+    let all_shut = registry.names().iter().all(|name| match registry.get(name) {
+        Some(bulkhead_core::Bulkhead::Semaphore(s)) => s.is_shut_down(),
+        Some(bulkhead_core::Bulkhead::ThreadPool(p)) => p.is_shut_down(),
+        _ => false,
+    });
+    assert!(all_shut, "every bulkhead stopped admission");
+    drop(permits);
+}
