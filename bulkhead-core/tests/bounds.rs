@@ -5,18 +5,111 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::task::Poll;
 use std::thread;
 use std::time::Duration;
 
-use bulkhead_config_types::{BulkheadConfig, SemaphoreConfig};
-use bulkhead_core::{
-    BulkheadShutdown, Registry, SemaphoreBulkhead, SemaphoreShutdown, ShutdownReport,
-    ThreadPoolBulkhead,
+use bulkhead_config_types::{
+    BulkheadConfig, Duration as ConfigDuration, SemaphoreConfig, ThreadPoolConfig,
 };
-use support::{Gate, manual_clock, pool_config, semaphore, wait_until};
+use bulkhead_core::{
+    BulkheadError, BulkheadShutdown, Refused, Registry, SemaphoreBulkhead, SemaphoreShutdown,
+    ShutdownReport, ThreadPoolBulkhead,
+};
+use support::{Gate, manual_clock, poll_once, pool_config, semaphore, wait_until};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
+}
+
+// ---------------------------------------------------------------- max_queue_wait
+
+#[test]
+fn queued_callers_are_answered_at_max_queue_wait_while_the_body_is_stuck() {
+    let (clock, shared_clock) = manual_clock();
+    let config = ThreadPoolConfig {
+        max_queue_wait: Some(ConfigDuration::from_millis(300)),
+        ..pool_config(1, 1, 4)
+    };
+    let pool = ThreadPoolBulkhead::with_clock("p", &config, shared_clock);
+    let gate = Gate::default();
+    let stuck = {
+        let (pool, gate) = (pool.clone(), gate.clone());
+        thread::spawn(move || pool.call((), move |()| gate.wait()).map_err(|r| r.error))
+    };
+    wait_until(|| pool.snapshot().active == 1);
+    let ran = Arc::new(AtomicU64::new(0));
+    let sync_callers: Vec<_> = (0..2)
+        .map(|i| {
+            let (pool, ran) = (pool.clone(), Arc::clone(&ran));
+            thread::spawn(move || {
+                pool.call(i, |i| {
+                    ran.fetch_add(1, SeqCst);
+                    i
+                })
+            })
+        })
+        .collect();
+    wait_until(|| pool.snapshot().queued == 2);
+    let mut async_callers: Vec<_> = (2..4)
+        .map(|i| {
+            let ran = Arc::clone(&ran);
+            pool.call_async(i, move |i| async move {
+                ran.fetch_add(1, SeqCst);
+                i
+            })
+        })
+        .collect();
+    for call in &mut async_callers {
+        assert!(poll_once(call).is_pending());
+    }
+    // Each queued caller waits on the clock for its own deadline.
+    clock.wait_for_sleepers(4);
+    clock.advance(Duration::from_millis(299));
+    assert_eq!(pool.snapshot().queued, 4, "not yet");
+    clock.advance(Duration::from_millis(1));
+    for (i, caller) in sync_callers.into_iter().enumerate() {
+        match caller.join().unwrap() {
+            Err(Refused {
+                input,
+                error: BulkheadError::QueueTimeout { waited, .. },
+            }) => {
+                assert_eq!(input, i as u32, "the input comes back");
+                assert_eq!(waited, Duration::from_millis(300));
+            }
+            other => panic!("expected QueueTimeout, got {other:?}"),
+        }
+    }
+    for (i, call) in async_callers.iter_mut().enumerate() {
+        match poll_once(call) {
+            Poll::Ready(Err(Refused {
+                input,
+                error: BulkheadError::QueueTimeout { .. },
+            })) => assert_eq!(input, i as u32 + 2),
+            other => panic!("expected QueueTimeout, got {other:?}"),
+        }
+    }
+    let snapshot = pool.snapshot();
+    assert_eq!(snapshot.queued, 0, "withdrawn tasks leave the queue");
+    assert_eq!(snapshot.calls.refused.queue_timeout, 4);
+    assert_eq!(snapshot.calls.cancelled, 4);
+    // The body stays stuck for 2 s in all; a new call finds the queue's room again.
+    clock.advance(Duration::from_millis(1_700));
+    let later = {
+        let (pool, ran) = (pool.clone(), Arc::clone(&ran));
+        thread::spawn(move || {
+            pool.call(9, |i| {
+                ran.fetch_add(1, SeqCst);
+                i
+            })
+        })
+    };
+    wait_until(|| pool.snapshot().queued == 1);
+    gate.open();
+    assert!(stuck.join().unwrap().is_ok());
+    assert_eq!(later.join().unwrap().ok(), Some(9));
+    assert_eq!(ran.load(SeqCst), 1, "no withdrawn task ever ran");
 }
 
 // ---------------------------------------------------------------- shutdown
@@ -49,7 +142,7 @@ fn semaphore_shutdown_callers_each_return_at_the_deadline_with_the_same_report(n
     let callers = concurrent_shutdowns(&sem, &vec![secs(1); n], SemaphoreBulkhead::shutdown);
     assert!(matches!(
         waiter.join().unwrap(),
-        Err(bulkhead_core::BulkheadError::ShutDown { .. })
+        Err(BulkheadError::ShutDown { .. })
     ));
     // Every caller parks on the clock until its own deadline.
     clock.wait_for_sleepers(n);
@@ -125,7 +218,7 @@ fn pool_shutdown_callers_each_return_at_the_deadline_with_the_same_report(n: usi
     }
     assert!(matches!(
         queued.join().unwrap(),
-        Err(bulkhead_core::BulkheadError::ShutDown { .. })
+        Err(BulkheadError::ShutDown { .. })
     ));
     gate.open();
     assert!(running.join().unwrap().is_ok());
@@ -216,11 +309,14 @@ fn registry_shutdown_of_100_000_bulkheads_waits_on_a_bounded_number_of_threads()
         .count();
     assert_eq!(busy, BUSY);
     let registry = shutdown.0;
-    let all_shut = registry.names().iter().all(|name| match registry.get(name) {
-        Some(bulkhead_core::Bulkhead::Semaphore(s)) => s.is_shut_down(),
-        Some(bulkhead_core::Bulkhead::ThreadPool(p)) => p.is_shut_down(),
-        _ => false,
-    });
+    let all_shut = registry
+        .names()
+        .iter()
+        .all(|name| match registry.get(name) {
+            Some(bulkhead_core::Bulkhead::Semaphore(s)) => s.is_shut_down(),
+            Some(bulkhead_core::Bulkhead::ThreadPool(p)) => p.is_shut_down(),
+            _ => false,
+        });
     assert!(all_shut, "every bulkhead stopped admission");
     drop(permits);
 }

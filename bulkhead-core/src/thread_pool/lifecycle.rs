@@ -127,6 +127,7 @@ impl Shared {
     pub(crate) fn resize(self: &Arc<Self>, config: &ThreadPoolConfig) {
         let (core, max, capacity) = sizes(config);
         self.store_on_full(config.on_full);
+        self.store_max_queue_wait(config);
         let (spawn, idle) = {
             let mut st = self.lock_state();
             st.core = core;

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use super::job::{Finished, JobRef};
 use super::queue::{Entry, Taken};
 use super::shared::{PoolState, Shared, deadline, park};
-use crate::BulkheadError;
 use crate::adaptive::calls::{self, CallStart};
 use crate::events::CallOutcome;
 use crate::reentry;
@@ -109,9 +108,7 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
                 WorkerState::Ran(outcome, finished)
             }
             Step::FailStale(entry, waited) => {
-                shared.telemetry.record_queue_time(waited);
-                let name = shared.name.clone();
-                shared.fail_admitted(entry.job, BulkheadError::QueueTimeout { name, waited });
+                shared.fail_stale(entry, waited);
                 WorkerState::Claimed
             }
             Step::Park {
