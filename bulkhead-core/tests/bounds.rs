@@ -112,6 +112,87 @@ fn queued_callers_are_answered_at_max_queue_wait_while_the_body_is_stuck() {
     assert_eq!(ran.load(SeqCst), 1, "no withdrawn task ever ran");
 }
 
+// ---------------------------------------------------------------- call timeout
+
+#[test]
+fn a_pool_async_body_that_blocks_is_answered_call_timeout_at_the_deadline() {
+    let (clock, shared_clock) = manual_clock();
+    let pool = ThreadPoolBulkhead::with_clock("p", &pool_config(1, 1, 0), shared_clock)
+        .with_call_timeout(Some(secs(1)));
+    let gate = Gate::default();
+    let caller = {
+        let (pool, gate) = (pool.clone(), gate.clone());
+        thread::spawn(move || {
+            futures_executor::block_on(pool.call_async_timed((), move |()| async move {
+                // Blocks its worker: never yields, so nothing on the worker can cut it.
+                gate.wait();
+                7
+            }))
+        })
+    };
+    // The caller's deadline and the worker's, both from when the worker started the body.
+    clock.wait_for_sleepers(2);
+    clock.advance(Duration::from_millis(999));
+    assert!(!caller.is_finished());
+    clock.advance(Duration::from_millis(1));
+    match caller.join().unwrap() {
+        Ok(Err(BulkheadError::CallTimeout { after, .. })) => assert_eq!(after, secs(1)),
+        other => panic!("expected CallTimeout, got {other:?}"),
+    }
+    let snapshot = pool.snapshot();
+    assert_eq!(snapshot.calls.timed_out, 1);
+    assert_eq!(
+        snapshot.active, 1,
+        "the slot is held until the body returns"
+    );
+    // Stuck 2 s in all, then the body returns: its late result is discarded, the slot freed.
+    clock.advance(secs(1));
+    gate.open();
+    wait_until(|| pool.snapshot().active == 0);
+    let calls = pool.snapshot().calls;
+    assert_eq!(
+        (calls.discarded, calls.completed, calls.cancelled),
+        (1, 1, 0)
+    );
+    assert_eq!(
+        pool.call(1, |n| n + 1).ok(),
+        Some(2),
+        "the slot is free again"
+    );
+}
+
+#[test]
+fn a_pool_async_body_cut_at_its_deadline_is_counted_timed_out_and_cancelled() {
+    let (clock, shared_clock) = manual_clock();
+    let pool = ThreadPoolBulkhead::with_clock("p", &pool_config(1, 1, 0), shared_clock)
+        .with_call_timeout(Some(secs(1)));
+    let caller = {
+        let pool = pool.clone();
+        thread::spawn(move || {
+            futures_executor::block_on(
+                pool.call_async_timed((), |()| std::future::pending::<u32>()),
+            )
+        })
+    };
+    clock.wait_for_sleepers(2);
+    clock.advance(secs(1));
+    assert!(matches!(
+        caller.join().unwrap(),
+        Ok(Err(BulkheadError::CallTimeout { .. }))
+    ));
+    wait_until(|| pool.snapshot().active == 0);
+    let calls = pool.snapshot().calls;
+    assert_eq!(
+        (
+            calls.timed_out,
+            calls.cancelled,
+            calls.completed,
+            calls.discarded
+        ),
+        (1, 1, 0, 0)
+    );
+}
+
 // ---------------------------------------------------------------- shutdown
 
 /// `n` threads calling `shutdown(timeout)` on clones of one bulkhead at once.

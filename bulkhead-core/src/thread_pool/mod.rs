@@ -35,6 +35,7 @@ use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, ThreadPoolCon
 pub use call_async::CallAsync;
 use shared::Shared;
 pub use timed::Timed;
+pub(crate) use timed::cut_at_deadline;
 
 use crate::async_caller::Caller;
 use crate::clock::{Clock, system_clock};
