@@ -401,3 +401,67 @@ fn registry_shutdown_of_100_000_bulkheads_waits_on_a_bounded_number_of_threads()
     assert!(all_shut, "every bulkhead stopped admission");
     drop(permits);
 }
+
+// ---------------------------------------------------------------- hostile clocks
+
+/// A clock whose parking panics (a bug in a user's `Clock`): time comes from a manual one.
+#[derive(Debug)]
+struct PanickingPark(bulkhead_core::ManualClock);
+
+impl bulkhead_core::Clock for PanickingPark {
+    fn now(&self) -> std::time::Instant {
+        self.0.now()
+    }
+    fn park_until(&self, _deadline: std::time::Instant) {
+        panic!("a hostile clock");
+    }
+    fn sleep_until(&self, deadline: std::time::Instant) -> bulkhead_core::Sleep {
+        self.0.sleep_until(deadline)
+    }
+}
+
+#[test]
+fn a_waiter_unwinding_out_of_its_wait_leaves_the_queue_and_swallows_no_permit() {
+    let clock: Arc<dyn bulkhead_core::Clock> =
+        Arc::new(PanickingPark(bulkhead_core::ManualClock::new()));
+    let sem = SemaphoreBulkhead::with_clock("hostile", &semaphore(1, 1_000), clock);
+    let held = sem.try_acquire().unwrap();
+    let waiter = {
+        let sem = sem.clone();
+        thread::spawn(move || sem.acquire().map(drop))
+    };
+    assert!(
+        waiter.join().is_err(),
+        "the clock's panic reached the waiter"
+    );
+    assert_eq!(sem.snapshot().waiting, 0, "it left the queue");
+    drop(held);
+    assert_eq!(sem.available(), 1);
+    assert!(
+        sem.try_acquire().is_ok(),
+        "the released permit went to nobody"
+    );
+}
+
+#[test]
+fn a_max_wait_too_long_for_an_instant_waits_without_overflowing() {
+    let (clock, shared_clock) = manual_clock();
+    let config = SemaphoreConfig {
+        max_concurrent_calls: 1,
+        max_wait: ConfigDuration::from_secs(u64::MAX),
+        fair: true,
+    };
+    let sem = SemaphoreBulkhead::with_clock("forever", &config, shared_clock);
+    let held = sem.try_acquire().unwrap();
+    let waiter = {
+        let sem = sem.clone();
+        thread::spawn(move || sem.acquire().map(drop))
+    };
+    wait_until(|| sem.snapshot().waiting == 1);
+    clock.advance(Duration::from_secs(1_000_000));
+    drop(held);
+    assert!(
+        waiter.join().unwrap().is_ok(),
+        "granted the released permit"
+    );
+}

@@ -388,17 +388,29 @@ impl Shared {
             Ok(false) => {}
             Err(_) => return Waited::ShutDown,
         }
+        // A clock that panics (or anything else unwinding out of the wait) must not leave
+        // this waiter queued, where it would swallow the next permit.
+        let queued = LeaveOnUnwind {
+            shared: self,
+            waiter: &waiter,
+        };
         let start = self.clock.now();
-        let deadline = start + max_wait;
-        loop {
+        // `None`: a wait too long for an `Instant` never times out.
+        let deadline = start.checked_add(max_wait);
+        let waited = loop {
             if let Some(resolved) = waiter.resolved(|| max_wait) {
-                return resolved;
+                break resolved;
             }
-            if self.clock.now() >= deadline {
-                return self.give_up(&waiter, start);
+            match deadline {
+                Some(deadline) if self.clock.now() >= deadline => {
+                    break self.give_up(&waiter, start);
+                }
+                Some(deadline) => self.clock.park_until(deadline),
+                None => std::thread::park(),
             }
-            self.clock.park_until(deadline);
-        }
+        };
+        std::mem::forget(queued);
+        waited
     }
 
     /// A queued waiter's `max_wait` has passed: it leaves the queue, unless a permit or
@@ -488,4 +500,19 @@ pub(super) fn permits_to_state(permits: u32) -> isize {
 /// `n` as a `u32`, negative counts as 0.
 pub(super) fn clamp_u32(n: isize) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// Takes a blocking waiter out of the queue if its wait unwinds; a permit granted to it
+/// meanwhile is released (it has no holder).
+struct LeaveOnUnwind<'a> {
+    shared: &'a Shared,
+    waiter: &'a sync::Arc<Waiter>,
+}
+
+impl Drop for LeaveOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.shared.leave_queue(self.waiter) {
+            self.shared.release();
+        }
+    }
 }
