@@ -110,9 +110,10 @@ struct Registered {
 /// assert_eq!(payment.snapshot().limit, 10);
 /// ```
 pub struct Registry {
-    /// Names are leaked once per registered bulkhead (entries live as long as the registry,
-    /// and the process-wide one for the whole program), so every refusal's name is a
-    /// `&'static str`: building and dropping the error touch no reference count.
+    /// Names are interned once per distinct name for the life of the process
+    /// ([`intern`]: registries built and dropped again and again hold no more than the
+    /// names they share), so every refusal's name is a `&'static str`: building and
+    /// dropping the error touch no reference count.
     entries: DashMap<&'static str, Registered>,
     clock: Arc<dyn Clock>,
     /// The deploy last applied (`None`: none yet). Its lock serialises reloads and orders
@@ -191,7 +192,7 @@ impl Registry {
             return same_kind(name, &existing.bulkhead, config);
         }
         let deploy = self.deploy.lock();
-        let name: &'static str = Box::leak(Box::from(name));
+        let name = intern(name);
         match self.entries.entry(name) {
             Entry::Occupied(existing) => same_kind(name, &existing.get().bulkhead, config),
             Entry::Vacant(vacant) => {
@@ -313,6 +314,20 @@ impl Registry {
 /// The most threads [`Registry::shutdown`] waits on bulkheads with (its caller's included).
 const SHUTDOWN_THREADS: usize = 8;
 
+/// `name` as a `&'static str` shared by every registry of the process: allocated the first
+/// time the name is registered anywhere, reused after (bounded by the distinct names,
+/// however many registries come and go). Registration only, never on a call's path.
+fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<std::collections::HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Mutex::default).lock();
+    if let Some(&interned) = names.get(name) {
+        return interned;
+    }
+    let interned: &'static str = Box::leak(Box::from(name));
+    names.insert(interned);
+    interned
+}
+
 fn same_kind(
     name: &str,
     existing: &Bulkhead,
@@ -374,4 +389,23 @@ pub fn registry() -> &'static Registry {
             Err(conflict) => panic!("{conflict}"),
         }
     })
+}
+
+#[cfg(all(test, not(loom)))]
+mod intern_tests {
+    use bulkhead_config_types::BulkheadConfig;
+
+    #[test]
+    fn a_name_is_interned_once_however_many_registries_register_it() {
+        let config = BulkheadConfig::semaphore(Default::default());
+        let interned = super::intern("intern-once");
+        for _ in 0..100 {
+            let registry = super::Registry::new();
+            let bulkhead = registry.register("intern-once", &config).unwrap();
+            assert!(
+                std::ptr::eq(bulkhead.name().as_ptr(), interned.as_ptr()),
+                "every registry shares the one copy of the name"
+            );
+        }
+    }
 }

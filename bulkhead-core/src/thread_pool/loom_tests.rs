@@ -428,3 +428,62 @@ fn an_async_caller_polling_without_the_job_lock_is_woken_by_the_delivery() {
         worker.join().unwrap();
     });
 }
+
+/// A queued caller withdrawing its task at `max_queue_wait` (the clock fired by another
+/// thread) racing the worker that takes it: the task runs or is failed with
+/// `QueueTimeout`, never both, its body never runs after the caller was answered, and the
+/// slot is given back exactly once.
+#[test]
+fn a_queued_task_withdrawn_at_its_deadline_racing_a_worker_runs_or_fails_once() {
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 1, OnFull::Abort, &clock);
+        let config = ThreadPoolConfig {
+            max_queue_wait: Some(bulkhead_config_types::Duration::from_millis(10)),
+            ..ThreadPoolConfig::default()
+        };
+        pool.shared().store_max_queue_wait(&config);
+        pool.shared().lock_state().policy = super::queue::QueuePolicy::from_config(&config);
+        let ran = std::sync::Arc::new(AtomicBool::new(false));
+        let answered = std::sync::Arc::new(AtomicBool::new(false));
+        let caller = loom::thread::spawn({
+            let (pool, ran, answered) = (pool.clone(), ran.clone(), answered.clone());
+            move || {
+                let result = block_on(pool.call_async(3u32, move |n| async move {
+                    ran.store(true, SeqCst);
+                    n
+                }));
+                answered.store(true, SeqCst);
+                result
+            }
+        });
+        let timer = loom::thread::spawn({
+            let clock = clock.clone();
+            move || clock.fire()
+        });
+        while !answered.load(SeqCst) {
+            if !work_one(&pool) {
+                loom::thread::yield_now();
+            }
+        }
+        timer.join().unwrap();
+        match caller.join().unwrap() {
+            Ok(n) => {
+                assert_eq!(n, 3);
+                assert!(ran.load(SeqCst));
+            }
+            Err(Refused { input, error }) => {
+                assert_eq!(input, 3);
+                assert!(
+                    matches!(error, BulkheadError::QueueTimeout { .. }),
+                    "{error:?}"
+                );
+            }
+        }
+        while work_one(&pool) {}
+        if !ran.load(SeqCst) {
+            assert_eq!(pool.shared().counters.counts().refused.queue_timeout, 1);
+        }
+        assert_at_rest(&pool);
+    });
+}
