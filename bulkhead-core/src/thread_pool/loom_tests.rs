@@ -198,32 +198,44 @@ fn a_room_waiter_that_gives_up_passes_its_wake_up_on() {
     });
 }
 
+/// `call` on a thread of its own while another fires the clock and this one plays the
+/// worker until the call is answered; the answer.
+fn answered_while_the_clock_fires<R: Send + 'static>(
+    pool: &ThreadPoolBulkhead,
+    clock: &ModelClock,
+    call: impl FnOnce(&ThreadPoolBulkhead) -> R + Send + 'static,
+) -> R {
+    let answered = std::sync::Arc::new(AtomicBool::new(false));
+    let caller = loom::thread::spawn({
+        let (pool, answered) = (pool.clone(), answered.clone());
+        move || {
+            let result = call(&pool);
+            answered.store(true, SeqCst);
+            result
+        }
+    });
+    let timer = loom::thread::spawn({
+        let clock = clock.clone();
+        move || clock.fire()
+    });
+    while !answered.load(SeqCst) {
+        if !work_one(pool) {
+            loom::thread::yield_now();
+        }
+    }
+    timer.join().unwrap();
+    caller.join().unwrap()
+}
+
 #[test]
 fn a_room_wait_timing_out_racing_a_freed_slot_is_answered_once() {
     model(|| {
         let clock = ModelClock::new();
         let pool = pool(1, 1, wait(100), &clock);
         take_the_slot(&pool);
-        let answered = std::sync::Arc::new(AtomicBool::new(false));
-        let waiter = loom::thread::spawn({
-            let (pool, answered) = (pool.clone(), answered.clone());
-            move || {
-                let result = block_on(submit(&pool, 2));
-                answered.store(true, SeqCst);
-                result
-            }
-        });
-        let timer = loom::thread::spawn({
-            let clock = clock.clone();
-            move || clock.fire()
-        });
-        while !answered.load(SeqCst) {
-            if !work_one(&pool) {
-                loom::thread::yield_now();
-            }
-        }
-        timer.join().unwrap();
-        match waiter.join().unwrap() {
+        let answer =
+            answered_while_the_clock_fires(&pool, &clock, |pool| block_on(submit(pool, 2)));
+        match answer {
             Ok(n) => assert_eq!(n, 2),
             Err(Refused { input, error }) => {
                 assert_eq!(input, 2);
@@ -426,64 +438,5 @@ fn an_async_caller_polling_without_the_job_lock_is_woken_by_the_delivery() {
         assert!(matches!(outcome, Outcome::Ran(21)));
         assert!(polls >= 1);
         worker.join().unwrap();
-    });
-}
-
-/// A queued caller withdrawing its task at `max_queue_wait` (the clock fired by another
-/// thread) racing the worker that takes it: the task runs or is failed with
-/// `QueueTimeout`, never both, its body never runs after the caller was answered, and the
-/// slot is given back exactly once.
-#[test]
-fn a_queued_task_withdrawn_at_its_deadline_racing_a_worker_runs_or_fails_once() {
-    model(|| {
-        let clock = ModelClock::new();
-        let pool = pool(1, 1, OnFull::Abort, &clock);
-        let config = ThreadPoolConfig {
-            max_queue_wait: Some(bulkhead_config_types::Duration::from_millis(10)),
-            ..ThreadPoolConfig::default()
-        };
-        pool.shared().store_max_queue_wait(&config);
-        pool.shared().lock_state().policy = super::queue::QueuePolicy::from_config(&config);
-        let ran = std::sync::Arc::new(AtomicBool::new(false));
-        let answered = std::sync::Arc::new(AtomicBool::new(false));
-        let caller = loom::thread::spawn({
-            let (pool, ran, answered) = (pool.clone(), ran.clone(), answered.clone());
-            move || {
-                let result = block_on(pool.call_async(3u32, move |n| async move {
-                    ran.store(true, SeqCst);
-                    n
-                }));
-                answered.store(true, SeqCst);
-                result
-            }
-        });
-        let timer = loom::thread::spawn({
-            let clock = clock.clone();
-            move || clock.fire()
-        });
-        while !answered.load(SeqCst) {
-            if !work_one(&pool) {
-                loom::thread::yield_now();
-            }
-        }
-        timer.join().unwrap();
-        match caller.join().unwrap() {
-            Ok(n) => {
-                assert_eq!(n, 3);
-                assert!(ran.load(SeqCst));
-            }
-            Err(Refused { input, error }) => {
-                assert_eq!(input, 3);
-                assert!(
-                    matches!(error, BulkheadError::QueueTimeout { .. }),
-                    "{error:?}"
-                );
-            }
-        }
-        while work_one(&pool) {}
-        if !ran.load(SeqCst) {
-            assert_eq!(pool.shared().counters.counts().refused.queue_timeout, 1);
-        }
-        assert_at_rest(&pool);
     });
 }
