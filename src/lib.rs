@@ -318,6 +318,7 @@ pub use bulkhead_core::{
 /// #[bulkhead("name")]
 /// #[bulkhead("name", fallback = path)]
 /// #[bulkhead("name", partition = "batch", key = tenant_id)]   // see "Partitions and per-key shares"
+/// #[my_bulkhead::bulkhead("name", crate = ::my_bulkhead)]     // see "A renamed dependency"
 /// ```
 ///
 /// # The config, at compile time
@@ -414,6 +415,29 @@ pub use bulkhead_core::{
 /// assert_eq!(catalog.recommend(4), vec![8]);
 /// ```
 ///
+/// # A renamed dependency
+///
+/// The code the attribute generates names this crate as `::bulkhead`. A crate that depends
+/// on it under another name (`my_bulkhead = { package = "…", … }` in `[dependencies]`, or a
+/// crate that re-exports it) says which path to use with `crate = path`, as with serde's
+/// and tokio's attributes (`crate = "my_bulkhead"`, a string, works too); `layer!` takes
+/// the same option.
+///
+/// ```
+/// extern crate bulkhead as my_bulkhead; // what `my_bulkhead = { package = … }` gives
+///
+/// use my_bulkhead::BulkheadError;
+///
+/// #[my_bulkhead::bulkhead("payment", crate = ::my_bulkhead)]
+/// fn charge(order: u64) -> Result<u64, BulkheadError> {
+///     Ok(order)
+/// }
+///
+/// fn main() {
+///     assert_eq!(charge(7).unwrap(), 7);
+/// }
+/// ```
+///
 /// # Compile errors
 ///
 /// An unknown name (pointing at the string, with a suggestion), no config (saying where it
@@ -450,6 +474,9 @@ pub use bulkhead_macros::bulkhead;
 /// `partition = "…"` counts the layer's requests under one of the bulkhead's partitions
 /// ([`tower::BulkheadLayer::partition`]), checked at compile time like the attribute's: a
 /// partition the bulkhead does not declare fails the build, with a "did you mean".
+/// `crate = path` names this crate where it is a dependency under another name, as for
+/// the attribute (see [`bulkhead`](macro@bulkhead)):
+/// `my_bulkhead::layer!("login", crate = ::my_bulkhead)`.
 ///
 /// ```
 /// use bulkhead::tower::BoxError;

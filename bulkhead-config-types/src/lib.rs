@@ -19,6 +19,7 @@
 //! [bulkhead]: https://docs.rs/bulkhead
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod adaptive;
 mod config;

@@ -10,6 +10,7 @@
 //! saturation; [`prometheus`] renders them as text exposition; [`events`] delivers
 //! permitted / refused / finished events to listeners.
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod adaptive;
 pub mod async_caller;

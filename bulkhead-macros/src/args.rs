@@ -1,5 +1,6 @@
 //! The attribute's arguments: `("name")`, then any of `fallback = path`,
-//! `partition = "name"` and `key = <expression>`.
+//! `partition = "name"`, `key = <expression>` and `crate = path` (the facade's path where
+//! it is a dependency under another name, `crate_path.rs`).
 //!
 //! The arguments are split at top-level commas and each piece is parsed on its own, so a
 //! mistake in one option does not hide a mistake in another.
@@ -10,7 +11,7 @@ use syn::spanned::Spanned;
 use crate::ctxt::Ctxt;
 
 /// The options `#[bulkhead]` accepts besides the name.
-const OPTIONS: &[&str] = &["fallback", "partition", "key"];
+const OPTIONS: &[&str] = &["fallback", "partition", "key", "crate"];
 
 /// What the attribute was given.
 pub(crate) struct Args {
@@ -22,6 +23,8 @@ pub(crate) struct Args {
     pub partition: Option<syn::LitStr>,
     /// `key = expr`: the key (tenant, user) each call is counted under.
     pub key: Option<syn::Expr>,
+    /// `crate = path`: the facade's path, when it is not `::bulkhead`.
+    pub krate: Option<syn::Path>,
 }
 
 const USAGE: &str = "write `#[bulkhead(\"name\")]` or `#[bulkhead(\"name\", fallback = path)]`";
@@ -32,6 +35,7 @@ pub(crate) fn parse(cx: &mut Ctxt, attr: TokenStream) -> Args {
         fallback: None,
         partition: None,
         key: None,
+        krate: None,
     };
     let pieces = split_top_level_commas(attr);
     if pieces.is_empty() {
@@ -88,9 +92,13 @@ fn parse_option(cx: &mut Ctxt, piece: TokenStream, args: &mut Args) {
             key.span(),
             format!(
                 "unknown option `{key_name}` for `#[bulkhead]`: the options are `fallback = path`, \
-                 `partition = \"name\"` and `key = expression`{suggestion}"
+                 `partition = \"name\"`, `key = expression` and `crate = path`{suggestion}"
             ),
         );
+        return;
+    }
+    if key_name == "crate" {
+        parse_crate(cx, meta, args);
         return;
     }
     if key_name != "fallback" {
@@ -122,6 +130,26 @@ fn parse_option(cx: &mut Ctxt, piece: TokenStream, args: &mut Args) {
         return;
     }
     args.fallback = Some(path);
+}
+
+/// `crate = path`: the facade's path (`crate_path.rs`).
+fn parse_crate(cx: &mut Ctxt, meta: syn::Meta, args: &mut Args) {
+    let syn::Meta::NameValue(nv) = meta else {
+        cx.error_spanned(
+            &meta,
+            "write `crate = path`, the path of the `bulkhead` crate where it is a dependency \
+             under another name, e.g. `crate = ::my_bulkhead`",
+        );
+        return;
+    };
+    if args.krate.is_some() {
+        cx.error(nv.path.span(), "`crate` is given twice: give one");
+        return;
+    }
+    match crate::crate_path::parse_value(&nv.value) {
+        Ok(path) => args.krate = Some(path),
+        Err(error) => cx.error(error.span(), error),
+    }
 }
 
 /// `partition = "name"` or `key = expression`.

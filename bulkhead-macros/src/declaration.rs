@@ -2,7 +2,7 @@
 //! `static Declaration` gathered at link time, and a typed `static` slot that resolves once
 //! to the process-wide registry's bulkhead of that name.
 //!
-//! Invariant: the emitted code names only `::bulkhead::__private::…` and `::core::…`, and
+//! Invariant: the emitted code names only the facade's `__private` (`crate_path.rs`) and `::core::…`, and
 //! reads nothing at run time: the config is typed data (`emit_config.rs`); the YAML and
 //! `Cargo.toml` are `include_*!`-ed into unused consts only so that editing them rebuilds.
 
@@ -24,7 +24,7 @@ pub(crate) fn declare_slot(
     used_by: &TokenStream,
     slot: &Ident,
 ) -> TokenStream {
-    let p = quote!(::bulkhead::__private);
+    let p = crate::crate_path::private(Span::call_site());
     let (slot_ty, kind_variant) = match declared.kind() {
         Kind::ThreadPool => (quote!(#p::ThreadPoolSlot), quote!(ThreadPool)),
         Kind::Semaphore => (quote!(#p::SemaphoreSlot), quote!(Semaphore)),

@@ -5,7 +5,7 @@
 //! type fails to compile here until it is emitted too (a declaration can never silently
 //! lose a setting). The enums are `#[non_exhaustive]`: a variant this crate does not know
 //! becomes a `compile_error!` naming it ([`unknown`]), never a wrong value. The expression
-//! names only `::bulkhead::__private::config_types`.
+//! names only the facade's `__private::config_types` (`crate_path.rs`).
 
 use bulkhead_config::{
     AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, CodelConfig, Duration, Expected, Limits,
@@ -91,7 +91,8 @@ pub(crate) fn unknown(variant: &impl std::fmt::Debug) -> TokenStream {
 }
 
 fn types() -> TokenStream {
-    quote!(::bulkhead::__private::config_types)
+    let p = crate::crate_path::private(proc_macro2::Span::call_site());
+    quote!(#p::config_types)
 }
 
 fn limits(limits: &Limits) -> TokenStream {

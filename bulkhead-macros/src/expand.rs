@@ -27,6 +27,7 @@ pub(crate) fn bulkhead(
 ) -> TokenStream {
     let mut cx = Ctxt::default();
     let args = args::parse(&mut cx, attr);
+    let _facade = crate::crate_path::use_path(args.krate.clone());
     let func = match syn::parse2::<syn::ItemFn>(item.clone()) {
         Ok(func) => func,
         Err(_) => {

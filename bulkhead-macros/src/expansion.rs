@@ -5,7 +5,7 @@
 //! The function keeps its attributes, docs, visibility and signature; its body is wrapped.
 //! Every expansion declares one `static` `Declaration` and one `static` slot
 //! (`declaration.rs`); after the first call the fast path is one atomic load of the cached
-//! handle plus the core call. Expansions name only `::bulkhead::__private::…`.
+//! handle plus the core call. Expansions name the facade only through `crate_path::private`.
 //!
 //! | kind × call | method | the body runs | on refusal |
 //! |---|---|---|---|
@@ -267,8 +267,9 @@ impl<'a> Expansion<'a> {
             .asyncness
             .map(|a| a.span())
             .unwrap_or_else(Span::call_site);
+        let p = crate::crate_path::private(async_token);
         let future = quote_spanned! {async_token=>
-            ::bulkhead::__private::thread_pool_future(async move {
+            #p::thread_pool_future(async move {
                 #value
             })
         };
@@ -290,7 +291,8 @@ impl<'a> Expansion<'a> {
     fn refusal(&self, args: &[TokenStream]) -> TokenStream {
         let error = &self.error;
         let Some(path) = self.fallback else {
-            return quote_spanned!(self.output_span=> ::bulkhead::__private::refusal(#error));
+            let p = crate::crate_path::private(self.output_span);
+            return quote_spanned!(self.output_span=> #p::refusal(#error));
         };
         // The output type, when it can be written in a turbofish: naming it makes a fallback
         // returning another type fail on the fallback ("returns X, expected Y").
@@ -299,6 +301,7 @@ impl<'a> Expansion<'a> {
         } else {
             self.output_ty.to_token_stream()
         };
+        let p = crate::crate_path::private(path.span());
         if self.is_async {
             // An `async fn`'s fallback may be an `async fn` too: what it returns is awaited
             // if it is a future and used as is otherwise (chosen by method resolution, see
@@ -307,19 +310,19 @@ impl<'a> Expansion<'a> {
                 {
                     // One of the two is used, depending on what the fallback returns.
                     #[allow(unused_imports)]
-                    use ::bulkhead::__private::{AwaitFallback as _, ReadyFallback as _};
-                    let __bulkhead_fallback = (&mut ::bulkhead::__private::FallbackReturn::new(
-                        ::bulkhead::__private::fallback::<_, _, _>(#path, (#(#args,)*), #error),
+                    use #p::{AwaitFallback as _, ReadyFallback as _};
+                    let __bulkhead_fallback = (&mut #p::FallbackReturn::new(
+                        #p::fallback::<_, _, _>(#path, (#(#args,)*), #error),
                     ))
                         .__bulkhead_fallback();
-                    ::bulkhead::__private::fallback_output::<#fallback_output, _>(
+                    #p::fallback_output::<#fallback_output, _>(
                         __bulkhead_fallback.await,
                     )
                 }
             }
         } else {
             quote_spanned! {path.span()=>
-                ::bulkhead::__private::fallback::<_, _, #fallback_output>(#path, (#(#args,)*), #error)
+                #p::fallback::<_, _, #fallback_output>(#path, (#(#args,)*), #error)
             }
         }
     }
@@ -436,7 +439,7 @@ impl<'a> Expansion<'a> {
 }
 
 fn private() -> TokenStream {
-    quote!(::bulkhead::__private)
+    crate::crate_path::private(Span::call_site())
 }
 
 /// The function's arguments, and whether it has a receiver. Where arguments must be kept

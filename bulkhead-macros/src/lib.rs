@@ -2,13 +2,15 @@
 //! the attribute's documentation is there, with examples.
 //!
 //! This crate only checks and rewrites functions; the code it generates names
-//! `::bulkhead::__private::…`, so it works only with the `bulkhead` facade as a dependency.
+//! `::bulkhead::__private::…` (or `path::__private::…` after `crate = path`), so it works
+//! only with the `bulkhead` facade as a dependency.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod args;
 mod checks;
 mod config;
+mod crate_path;
 mod ctxt;
 mod declaration;
 mod emit_config;

@@ -101,7 +101,8 @@ pub(crate) fn pool_call(
     name: &str,
     span: proc_macro2::Span,
 ) -> (TokenStream, TokenStream) {
-    let p = quote_spanned!(span=> ::bulkhead::__private::ThreadPoolSlot);
+    let p = crate::crate_path::private(span);
+    let p = quote_spanned!(span=> #p::ThreadPoolSlot);
     match shares {
         Some(shares) => {
             let f = quote::format_ident!("{name}_shared", span = span);
@@ -160,7 +161,7 @@ impl Shares {
     /// declared names and its name (or none; the place is checked against the running
     /// names), and the key's id (or none), the key evaluated once, before admission.
     pub(crate) fn arguments(&self) -> TokenStream {
-        let p = quote!(::bulkhead::__private);
+        let p = crate::crate_path::private(proc_macro2::Span::call_site());
         let partition = match &self.partition {
             Some((name, index, fingerprint)) => quote!(#p::Some((#index, #name, #fingerprint))),
             None => quote!(#p::None),
@@ -170,9 +171,8 @@ impl Shares {
         let key = match &self.key {
             Some(expr) => {
                 let span = syn::spanned::Spanned::span(expr);
-                quote_spanned!(span=> ::bulkhead::__private::Some(
-                    ::bulkhead::__private::key_id(&(#expr))
-                ))
+                let p = crate::crate_path::private(span);
+                quote_spanned!(span=> #p::Some(#p::key_id(&(#expr))))
             }
             None => quote!(#p::None),
         };
