@@ -1,8 +1,7 @@
 //! What the probing algorithms (Vegas, Gradient2) know about the dependency's latency:
 //! its no-load latency, measured by probes, and the mean of the last window judged.
 //!
-//! Invariant: both are in nanoseconds and at least 1 (clamped alike, so a probe and a
-//! window measured at 0 ns compare as equal, not as an infinite queue);
+//! Invariant: both are in nanoseconds, the window mean at least 1 (a ratio's divisor);
 //! before the first probe the no-load latency is the first window's mean.
 
 use super::{Estimates, Window, duration_of, nanos_f64};
@@ -17,7 +16,7 @@ pub(crate) struct Latencies {
 impl Latencies {
     /// A probe's window: its mean is the no-load latency.
     pub(crate) fn on_probe(&mut self, window: &Window) {
-        self.no_load = Some(clamped_nanos(window));
+        self.no_load = Some(nanos_f64(window.mean_rtt));
     }
 
     /// A window being judged: returns its mean and the no-load latency, which
@@ -27,7 +26,7 @@ impl Latencies {
         window: &Window,
         follow: impl FnOnce(f64, f64) -> f64,
     ) -> (f64, f64) {
-        let mean = clamped_nanos(window);
+        let mean = nanos_f64(window.mean_rtt).max(1.0);
         self.window = Some(mean);
         let no_load = self.no_load.map_or(mean, |d| follow(d, mean));
         self.no_load = Some(no_load);
@@ -42,9 +41,4 @@ impl Latencies {
             gradient,
         }
     }
-}
-
-/// A window's mean latency in nanoseconds, at least 1.
-fn clamped_nanos(window: &Window) -> f64 {
-    nanos_f64(window.mean_rtt).max(1.0)
 }

@@ -128,12 +128,7 @@ impl ThreadPoolBulkhead {
         shared.counters.permitted.fetch_add(1, Relaxed);
         shared.telemetry.on_permitted();
         let outcome = job::call_blocking(input, body, |job| {
-            let queued = shared.enqueue(job)?;
-            Some(job::Withdraw {
-                clock: &*shared.clock,
-                at: shared.queue_deadline(&queued)?,
-                withdraw: move || shared.withdraw_stale(queued),
-            })
+            shared.enqueue(job);
         });
         shared.settle(outcome)
     }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use super::job::{Finished, JobRef};
 use super::queue::{Entry, Taken};
 use super::shared::{PoolState, Shared, deadline, park};
+use crate::BulkheadError;
 use crate::adaptive::calls::{self, CallStart};
 use crate::events::CallOutcome;
 use crate::reentry;
@@ -59,7 +60,7 @@ pub(super) enum Step {
         claims: u64,
     },
     /// Leave the loop, waking these threads (a worker the claim is passed to, the shutdown).
-    Retire(Vec<Thread>),
+    Retire([Option<Thread>; 2]),
 }
 
 /// A worker's thread: takes queued tasks until it retires.
@@ -108,7 +109,9 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
                 WorkerState::Ran(outcome, finished)
             }
             Step::FailStale(entry, waited) => {
-                shared.fail_stale(entry, waited);
+                shared.telemetry.record_queue_time(waited);
+                let name = shared.name.clone();
+                shared.fail_admitted(entry.job, BulkheadError::QueueTimeout { name, waited });
                 WorkerState::Claimed
             }
             Step::Park {
@@ -127,7 +130,7 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
                 WorkerState::Idle(since)
             }
             Step::Retire(wake) => {
-                for thread in wake {
+                for thread in wake.into_iter().flatten() {
                     thread.unpark();
                 }
                 return;
@@ -215,7 +218,7 @@ impl Shared {
     /// The one way out of the worker loop: the thread stops counting, a claim it held on a
     /// queued task goes to an idle worker (or the task stays queued for the workers that
     /// remain, at least `max_threads` of them), and the last thread wakes a shutdown.
-    fn retire(&self, st: &mut PoolState, worker: u64, registered: bool) -> Vec<Thread> {
+    fn retire(&self, st: &mut PoolState, worker: u64, registered: bool) -> [Option<Thread>; 2] {
         if registered {
             st.remove_idle(worker);
         }
@@ -228,11 +231,10 @@ impl Shared {
         } else {
             None
         };
-        let mut wake: Vec<Thread> = pass_on.into_iter().collect();
-        if st.threads == 0 {
-            wake.extend(st.shutdown_waiters.iter().cloned());
-        }
-        wake
+        let shutdown = (st.threads == 0)
+            .then(|| st.shutdown_waiter.clone())
+            .flatten();
+        [pass_on, shutdown]
     }
 
     /// Runs a task a worker took, `active` calls running with it: with an adaptive limit,
