@@ -245,9 +245,9 @@ impl Deploy {
         self.resolve_over(&base())
     }
 
-    /// Applies the deploy to the process-wide registry ([`install`]'s rules): layered
+    /// Applies the deploy to the process-wide registry ([`install`](crate::install)'s rules): layered
     /// over every registered bulkhead under the registry's deploy lock, and recorded in
-    /// [`Registry::reload_status`] whatever the outcome.
+    /// [`Registry::reload_status`](crate::Registry::reload_status) whatever the outcome.
     ///
     /// # Errors
     ///
