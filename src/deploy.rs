@@ -12,8 +12,11 @@ mod files;
 
 #[cfg(feature = "deploy")]
 pub use files::{Deploy, DeployCheck, DeployError, check_deploy};
-#[cfg(feature = "deploy")]
-pub(crate) use files::{apply, layered, layers_over};
+// For the front ends behind other features: the watcher and the admin router's writes.
+#[cfg(all(feature = "deploy", any(feature = "axum", feature = "watch")))]
+pub(crate) use files::apply;
+#[cfg(all(feature = "deploy", feature = "axum"))]
+pub(crate) use files::{layered, layers_over};
 
 use bulkhead_core::{Declarations, Registry, ReloadError, ReloadReport};
 

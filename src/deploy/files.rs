@@ -261,6 +261,7 @@ impl Deploy {
     /// A deploy of one YAML text named `name` (a watched file's contents, a request's
     /// body), the process's environment on top when `env`. `text` is the reason when the
     /// text could not be read: recorded as refused like any other deploy.
+    #[cfg(any(feature = "axum", feature = "watch"))]
     pub(crate) fn of_text(name: &str, text: &str, env: bool) -> Self {
         Deploy {
             yaml: vec![(name.to_owned(), text.to_owned())],
