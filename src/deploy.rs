@@ -16,7 +16,7 @@ pub use files::{Deploy, DeployCheck, DeployError, check_deploy};
 #[cfg(all(feature = "deploy", any(feature = "axum", feature = "watch")))]
 pub(crate) use files::apply;
 #[cfg(all(feature = "deploy", feature = "axum"))]
-pub(crate) use files::{layered, layers_over};
+pub(crate) use files::layers_over;
 
 use bulkhead_core::{Declarations, Registry, ReloadError, ReloadReport};
 

@@ -293,9 +293,9 @@ pub use bulkhead_core::adaptive;
 pub use bulkhead_core::adaptive::mark_overloaded;
 pub use bulkhead_core::{
     Acquire, Admission, AnnotatedFunction, AsyncPermit, AsyncSharePermit, Bulkhead, BulkheadError,
-    BulkheadName, BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, Clock,
+    BulkheadName, BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, CheckedDeploy, Clock,
     DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, DeployBase,
-    DeployRefused, KeyLoad, Layered, ManualClock, OwnedPermit, Partition, PartitionNamesChanged,
+    DeployRefused, KeyLoad, ManualClock, OwnedPermit, Partition, PartitionNamesChanged,
     PartitionSnapshot, PerKeySnapshot, Permit, PoolAdmission, RateAdmission, RateLimiter,
     RefusalCounts, Refused, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
     RunAdmitted, RunAsync, SemaphoreBulkhead, SemaphoreCall, SemaphoreShutdown, SharePermit,

@@ -69,7 +69,7 @@ fn a_kind_change_of_a_declared_but_unused_bulkhead_is_refused_naming_the_declara
     ));
     let message = err.to_string();
     assert!(
-        message.contains("is declared as a semaphore at bulkheads.yaml:")
+        message.contains("the code declares `deploy-kind` as a semaphore at bulkheads.yaml:")
             && message.contains("(crate bulkhead)")
             && message.contains("a deploy may change sizes, not kinds"),
         "{message}"

@@ -77,7 +77,7 @@ fn start_anyway_starts_on_on_store_error() {
         .yaml("deploy.yaml", &text)
         .and_then(|d| d.resolve())
         .expect("start_anyway: true starts");
-    let store = parsed.config.bulkheads["cluster-stores"]
+    let store = parsed.deploy.config().bulkheads["cluster-stores"]
         .rate_limit
         .as_ref()
         .and_then(|r| r.store.as_ref())

@@ -18,7 +18,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use bulkhead_config::{
-    CheckReport, Duration, Layers, Limits, OnFull, OnStoreError, Parsed, RateLimitConfig,
+    CheckReport, Diagnostics, Duration, Layers, Limits, OnFull, OnStoreError, RateLimitConfig,
     escape_controls, worst_case_queue_wait,
 };
 use clap::{Parser, Subcommand, ValueEnum};
@@ -162,6 +162,19 @@ fn read(path: &str) -> Result<String, ExitCode> {
     })
 }
 
+/// The layers a deploy is checked with against `declared`: over its bulkheads as the
+/// program's registry holds them (resolved, templates applied), each named by where it is
+/// written — what `bulkhead::Deploy` and `bulkhead::check_deploy` layer a deploy over, so
+/// the command and the library say the same about the same deploy file.
+fn over_declared(path: &str, text: &str) -> Result<Layers, Diagnostics> {
+    let declared = bulkhead_config::parse_file(path, text)?;
+    Ok(Layers::over_declarations(&declared.config, |name| {
+        declared
+            .declared_at(name)
+            .map(|(file, line, column)| format!("{file}:{line}:{column}"))
+    }))
+}
+
 /// True when the file's entries set no `kind` at all (directly or in a template): what a
 /// deploy file that only changes sizes looks like.
 fn looks_like_a_deploy(file: &str, text: &str) -> bool {
@@ -195,10 +208,10 @@ fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings:
         };
         let result = match &declared {
             None => bulkhead_config::parse_file(file, &text).map(|p| p.warnings),
-            Some((path, declared_text)) => Layers::new(path, declared_text)
-                .yaml(file, &text)
-                .and_then(|layers| layers.resolve())
-                .map(|p: Parsed| p.warnings),
+            Some((path, declared_text)) => over_declared(path, declared_text)
+                .and_then(|layers| layers.yaml(file, &text))
+                .and_then(|layers| layers.deploy())
+                .map(|resolved| resolved.warnings),
         };
         match result {
             Ok(warnings) => report.extend(warnings),
@@ -237,7 +250,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
     }
     let layers = match (against, texts.as_slice()) {
         (Some(declared), [declared_text, deploy_text]) => {
-            Layers::new(declared, declared_text).yaml(path, deploy_text)
+            over_declared(declared, declared_text).and_then(|layers| layers.yaml(path, deploy_text))
         }
         (_, [.., text]) => Ok(Layers::new(path, text)),
         (_, []) => return ExitCode::from(USAGE),

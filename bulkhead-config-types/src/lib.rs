@@ -23,6 +23,7 @@
 
 mod adaptive;
 mod config;
+mod deploy;
 mod duration;
 mod limits;
 mod names;
@@ -32,6 +33,7 @@ mod validate;
 
 pub use adaptive::*;
 pub use config::*;
+pub use deploy::{CheckedDeploy, KindChange, SIZES_NOT_KINDS};
 pub use duration::{Duration, DurationParseError};
 pub use limits::*;
 pub use names::{UndeclaredName, closest_name};

@@ -127,6 +127,44 @@ pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// `text` with the user part of every URL in it (`scheme://user:password@`) written `…`,
+/// as [`redact_url`] shows one URL: for quoting a line of a file that may hold a URL.
+///
+/// ```
+/// use bulkhead::config::redact_credentials;
+/// assert_eq!(
+///     redact_credentials(r#"store: { redis: "redis://:s3cret@cache:6379/0" }"#),
+///     r#"store: { redis: "redis://…@cache:6379/0" }"#,
+/// );
+/// assert_eq!(redact_credentials("max_wait: 250ms"), "max_wait: 250ms");
+/// ```
+pub fn redact_credentials(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("://") {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(scheme) = rest.find("://") {
+        let (head, tail) = rest.split_at(scheme + 3);
+        out.push_str(head);
+        // The authority ends where a URL cannot go on in YAML or JSON.
+        let end = tail
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '/' | ',' | '}' | ']'))
+            .unwrap_or(tail.len());
+        let (authority, after) = tail.split_at(end);
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push('…');
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out.into()
+}
+
 impl std::fmt::Debug for RateLimitStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitStore")

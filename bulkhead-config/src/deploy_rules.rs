@@ -6,7 +6,7 @@
 
 use crate::check::Suggestions;
 use crate::diagnostic::{Diagnostic, Diagnostics, Severity};
-use crate::{Config, Parsed, UndeclaredName};
+use crate::{Config, KindChange, Parsed, UndeclaredName};
 
 /// Checks a deploy's resolved config against the config the code declares.
 ///
@@ -81,13 +81,7 @@ fn compare(
                 in_deploy(name),
                 "deploy config",
                 name,
-                format!(
-                    "is a {} in the deploy but the code declares a {}: a deploy may change \
-                     sizes, not kinds; make it `kind: {}`",
-                    deployed.kind(),
-                    declared_bulkhead.kind(),
-                    declared_bulkhead.kind()
-                ),
+                KindChange::new(name, declared_bulkhead.kind(), deployed.kind(), None).to_string(),
             ),
             Some(_) => {}
         }

@@ -51,7 +51,7 @@ pub use deploy_rules::check_against;
 pub use diagnostic::{Diagnostic, Diagnostics, Severity, escape_controls};
 pub use file_format::{BulkheadSpec, ConfigFile, json_schema, json_schema_text};
 #[cfg(feature = "layers")]
-pub use layers::{ENV_PREFIX, Layers, env_var_name};
+pub use layers::{ENV_PREFIX, Layers, ResolvedDeploy, env_var_name};
 pub use lint::{LONG_QUEUE_WARNING, TOTAL_THREADS_WARNING, worst_case_queue_wait};
 pub use pool_sizing::{Suggestion, suggest};
 pub use report::{CheckReport, render};

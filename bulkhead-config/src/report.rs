@@ -6,6 +6,7 @@
 //! files (`bulkhead::check_deploy`), so both print and exit alike.
 
 use crate::diagnostic::{Diagnostic, Diagnostics, escape_controls};
+use std::borrow::Cow;
 
 /// Diagnostics of one check over some files, with the files' text to quote from.
 ///
@@ -199,11 +200,25 @@ fn render_from(d: &Diagnostic, source: Option<&Source>) -> String {
     let piece = |a: usize, b: usize| {
         escape_controls(source.slice(first + a, first + b.max(a))).into_owned()
     };
-    let (before, spot, after) = (
+    let (mut before, mut spot, mut after) = (
         piece(from, start),
         piece(start, (start + width).min(to)),
         piece((start + width).min(to), to),
     );
+    // A URL's password is never quoted, wherever the window cuts the URL.
+    let quoted = format!("{before}{spot}{after}");
+    if let Cow::Owned(redacted) = crate::redact_credentials(&quoted) {
+        if crate::redact_credentials(&before) == before {
+            let rest = &redacted[before.len()..];
+            let cut = rest
+                .char_indices()
+                .nth(spot.chars().count())
+                .map_or(rest.len(), |(i, _)| i);
+            (spot, after) = (rest[..cut].to_owned(), rest[cut..].to_owned());
+        } else {
+            (before, spot, after) = (String::new(), redacted, String::new());
+        }
+    }
     let lead = if from > 0 { "…" } else { "" };
     let tail = if to < chars { "…" } else { "" };
     out.push_str(&format!(

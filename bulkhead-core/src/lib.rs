@@ -47,7 +47,7 @@ pub use rate_limit::{
     RateAdmission, RateLimiter, StoreCheck, check_cluster_stores, retry_after_header_secs,
 };
 pub use registry::{
-    Bulkhead, BulkheadShutdown, DeployBase, DeployRefused, Layered, Registry, RegistryError,
+    Bulkhead, BulkheadShutdown, CheckedDeploy, DeployBase, DeployRefused, Registry, RegistryError,
     ReloadError, ReloadProblem, ReloadReport, UndeclaredName, registry,
 };
 pub use reloads::{ReloadFailure, ReloadStatus};

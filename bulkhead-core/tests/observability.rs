@@ -1114,7 +1114,7 @@ mod metrics_bridge {
         let ledger = registry.thread_pool("ledger").unwrap();
         ledger.call((), |()| ()).unwrap();
         let unreadable = |_: &bulkhead_core::DeployBase| {
-            Err::<bulkhead_core::Layered, _>("deploy.yaml:1:1: error: not a config")
+            Err::<bulkhead_core::CheckedDeploy, _>("deploy.yaml:1:1: error: not a config")
         };
         registry
             .deploy_with("deploy.yaml", false, unreadable)

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use bulkhead_config::{CheckReport, Diagnostic, Diagnostics, Layers, Parsed, Severity};
+use bulkhead_config::{CheckReport, Diagnostic, Diagnostics, Layers, ResolvedDeploy, Severity};
 use bulkhead_core::{
-    DeclarationConflict, DeployBase, DeployRefused, Layered, ReloadError, ReloadReport,
+    CheckedDeploy, DeclarationConflict, DeployBase, DeployRefused, ReloadError, ReloadReport,
 };
 
 use super::{declarations, registry};
@@ -24,15 +24,6 @@ fn declared_at(name: &str) -> Option<String> {
 /// named by where each is declared.
 pub(crate) fn layers_over(base: &Config) -> Layers {
     Layers::over_declarations(base, declared_at)
-}
-
-/// A resolved layering as the registry applies it: the config, the names nothing
-/// registers, the warnings one per entry.
-pub(crate) fn layered(parsed: Parsed) -> Layered {
-    let mut layered = Layered::new(parsed.config);
-    layered.undeclared = parsed.undeclared;
-    layered.warnings = parsed.warnings.iter().map(ToString::to_string).collect();
-    layered
 }
 
 /// What a deploy resolved without applying it is layered over: the registry's base, or —
@@ -56,7 +47,7 @@ fn base() -> DeployBase {
 pub(crate) fn apply(
     source: &str,
     strict: bool,
-    build: impl FnOnce(&DeployBase) -> Result<Layered, DeployError>,
+    build: impl FnOnce(&DeployBase) -> Result<CheckedDeploy, DeployError>,
 ) -> Result<ReloadReport, DeployError> {
     // Before the registry: building it panics on a conflict.
     declarations().check()?;
@@ -212,8 +203,8 @@ impl Deploy {
         }
     }
 
-    /// The layers over `base`, resolved.
-    fn resolve_over(&self, base: &DeployBase) -> Result<Parsed, Diagnostics> {
+    /// The layers over `base`, resolved and checked.
+    fn resolve_over(&self, base: &DeployBase) -> Result<ResolvedDeploy, Diagnostics> {
         let mut layers = layers_over(&base.baselines);
         if self.strict {
             layers = layers.strict();
@@ -226,22 +217,16 @@ impl Deploy {
             Env::Process => layers.env(),
             Env::Vars(vars) => layers.env_vars(vars.iter().cloned()),
         };
-        let parsed = layers.resolve()?;
-        // A cluster store that cannot be used at all (unset variable, not `redis://`).
-        let unusable = parsed.unusable_stores();
-        if unusable.has_errors() {
-            return Err(unusable);
-        }
-        Ok(parsed)
+        layers.deploy()
     }
 
-    /// The layered config and its warnings (lints, undeclared names), without applying it:
-    /// what [`install`](Self::install) would apply now.
+    /// The deploy, layered and checked, and its warnings (lints, undeclared names),
+    /// without applying it: what [`install`](Self::install) would apply now.
     ///
     /// # Errors
     ///
     /// Every problem of every layer, each placed in its file or variable.
-    pub fn resolve(&self) -> Result<Parsed, Diagnostics> {
+    pub fn resolve(&self) -> Result<ResolvedDeploy, Diagnostics> {
         self.resolve_over(&base())
     }
 
@@ -274,7 +259,7 @@ impl Deploy {
     pub(crate) fn install_as(&self, source: &str) -> Result<ReloadReport, DeployError> {
         apply(source, self.strict, |base| {
             self.resolve_over(base)
-                .map(layered)
+                .map(|resolved| resolved.deploy)
                 .map_err(DeployError::Invalid)
         })
     }
@@ -331,7 +316,7 @@ pub fn check_deploy(files: &[impl AsRef<Path>], strict: bool) -> DeployCheck {
             deploy = deploy.strict();
         }
         let diagnostics = match deploy.yaml(&name, &text).and_then(|d| d.resolve()) {
-            Ok(parsed) => parsed.warnings,
+            Ok(resolved) => resolved.warnings,
             Err(errors) => errors,
         };
         report.extend(diagnostics);

@@ -86,15 +86,8 @@ pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, D
             && declared.kind() != kind
         {
             let (path, location) = ctx.locate(&entry, &["kind"]);
-            ctx.error(
-                location,
-                path,
-                format!(
-                    "the code declares `{name}` as a {} and a deploy may change sizes, not \
-                         kinds: remove this `kind` (or the `extends` that brings it)",
-                    declared.kind()
-                ),
-            );
+            let change = crate::KindChange::new(name, declared.kind(), kind, None);
+            ctx.error(location, path, change.to_string());
             continue;
         }
         if let Some(declared) = declared.and_then(|d| d.bulkheads.get(name.as_str())) {

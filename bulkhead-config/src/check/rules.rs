@@ -70,7 +70,8 @@ impl Checker<'_> {
                 // A deploy cannot change the kind, so it is told what it can set instead.
                 let advice = if self.deploy {
                     format!(
-                        "a deploy may change sizes, not kinds: remove it; a {kind} is sized with {}",
+                        "{}: remove it; a {kind} is sized with {}",
+                        crate::SIZES_NOT_KINDS,
                         quoted_list(kind_keys(kind))
                     )
                 } else {

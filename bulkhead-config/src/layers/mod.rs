@@ -42,9 +42,20 @@ use figment::{Figment, Metadata, Profile, Provider};
 
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
 use crate::yaml::{Node, NodeValue, SectionIndex};
-use crate::{Config, Parsed, UndeclaredName, check};
+use crate::{CheckedDeploy, Config, Parsed, UndeclaredName, check};
 
 use env::ENV_LAYER;
+
+/// What [`Layers::deploy`] made of the layers: the deploy, checked, and its warnings
+/// placed in the files (the same warnings are in the deploy, one line each).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ResolvedDeploy {
+    /// The deploy, ready for a registry.
+    pub deploy: CheckedDeploy,
+    /// Lints and names nothing declares, each placed in its file or variable.
+    pub warnings: Diagnostics,
+}
 
 /// A stack of config layers, lowest first.
 ///
@@ -375,6 +386,33 @@ impl Layers {
                 Err(problems)
             }
         }
+    }
+
+    /// Resolves the layers as a deploy a registry applies: [`resolve`](Self::resolve)'s
+    /// checks, then refused when a cluster store cannot be used at all
+    /// ([`Parsed::unusable_stores`]). What `bulkhead check --against` reports and what
+    /// `bulkhead::Deploy` installs, so both say the same about the same files.
+    ///
+    /// # Errors
+    ///
+    /// Every problem of every layer, each placed in its file or environment variable.
+    pub fn deploy(&self) -> Result<ResolvedDeploy, Diagnostics> {
+        let parsed = self.resolve()?;
+        let unusable = parsed.unusable_stores();
+        if unusable.has_errors() {
+            return Err(unusable);
+        }
+        let Parsed {
+            config,
+            warnings,
+            undeclared,
+            ..
+        } = parsed;
+        let listed = warnings.iter().map(ToString::to_string).collect();
+        Ok(ResolvedDeploy {
+            deploy: CheckedDeploy::__checked_by_bulkhead_config(config, undeclared, listed),
+            warnings,
+        })
     }
 
     /// Merges and resolves the layers into the config the runtime builds from.

@@ -28,8 +28,8 @@ mod bulkhead;
 mod reload;
 
 pub use bulkhead::{Bulkhead, BulkheadShutdown};
-pub use bulkhead_config_types::UndeclaredName;
-pub use reload::{DeployBase, DeployRefused, Layered, ReloadError, ReloadProblem, ReloadReport};
+pub use bulkhead_config_types::{CheckedDeploy, UndeclaredName};
+pub use reload::{DeployBase, DeployRefused, ReloadError, ReloadProblem, ReloadReport};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -117,7 +117,7 @@ pub struct Registry {
     clock: Arc<dyn Clock>,
     /// The deploy last applied (`None`: none yet). Its lock serialises reloads and orders
     /// registrations against them (invariants 3 and 5).
-    deploy: Mutex<Option<Config>>,
+    deploy: Mutex<Option<CheckedDeploy>>,
     /// Applied and refused reloads.
     reloads: ReloadLog,
 }
@@ -197,7 +197,7 @@ impl Registry {
             Entry::Vacant(vacant) => {
                 let current = deploy
                     .as_ref()
-                    .and_then(|d| d.bulkheads.get(name))
+                    .and_then(|d| d.config().bulkheads.get(name))
                     .filter(|deployed| deployed.kind() == config.kind())
                     .unwrap_or(config);
                 let bulkhead = Bulkhead::from_config(
@@ -249,7 +249,7 @@ impl Registry {
 
     /// The deploy last applied by [`reload`](Self::reload), if any.
     pub fn deploy(&self) -> Option<Config> {
-        self.deploy.lock().clone()
+        self.deploy.lock().as_ref().map(|d| d.config().clone())
     }
 
     /// Counts a refused call of the bulkhead `name` answered by a fallback; nothing if no

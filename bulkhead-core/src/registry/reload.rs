@@ -9,10 +9,11 @@
 //! baseline. One lock, the deploy state, serialises deploys — from building one over the
 //! deploy in force to applying it — and first registrations.
 
-use std::convert::Infallible;
 use std::fmt;
 
-use bulkhead_config_types::{Config, InvalidConfig, Kind, UndeclaredName, closest_name};
+use bulkhead_config_types::{
+    CheckedDeploy, Config, InvalidConfig, Kind, KindChange, UndeclaredName, closest_name,
+};
 use parking_lot::MutexGuard;
 
 use crate::declaration::DeclarationSite;
@@ -60,16 +61,8 @@ impl fmt::Display for ReloadProblem {
                 configured,
                 declared_at,
             } => {
-                write!(f, "bulkhead `{name}` ")?;
-                match declared_at {
-                    Some(site) => write!(f, "is declared as a {registered} at {site}")?,
-                    None => write!(f, "runs as a {registered}")?,
-                }
-                write!(
-                    f,
-                    "; the new config makes it a {configured}: a deploy may change sizes, not \
-                     kinds (leave `kind` out of deploy entries)"
-                )
+                let site = declared_at.map(|site| site.to_string());
+                KindChange::new(name, *registered, *configured, site).fmt(f)
             }
             ReloadProblem::Undeclared(undeclared) => undeclared.fmt(f),
             ReloadProblem::Invalid(invalid) => invalid.fmt(f),
@@ -126,7 +119,7 @@ pub struct DeployBase {
     /// restores.
     pub baselines: Config,
     /// The deploy in force (`None`: none applied yet).
-    pub in_force: Option<Config>,
+    pub in_force: Option<CheckedDeploy>,
 }
 
 impl DeployBase {
@@ -136,7 +129,7 @@ impl DeployBase {
         let mut running = self.baselines.clone();
         if let Some(in_force) = &self.in_force {
             for (name, config) in &mut running.bulkheads {
-                if let Some(deployed) = in_force.bulkheads.get(name)
+                if let Some(deployed) = in_force.config().bulkheads.get(name)
                     && deployed.kind() == config.kind()
                 {
                     *config = deployed.clone();
@@ -144,29 +137,6 @@ impl DeployBase {
             }
         }
         running
-    }
-}
-
-/// A deploy built over a [`DeployBase`], ready for the registry to apply: the config and
-/// what building it found (names nothing declares, warnings).
-#[derive(Clone, Debug, Default, PartialEq)]
-#[non_exhaustive]
-pub struct Layered {
-    /// The whole deploy: it replaces the deploy in force.
-    pub config: Config,
-    /// Names the layers gave that nothing registers (taken out of `config`).
-    pub undeclared: Vec<UndeclaredName>,
-    /// Warnings, one diagnostic each.
-    pub warnings: Vec<String>,
-}
-
-impl Layered {
-    /// A deploy of `config` with nothing found while building it.
-    pub fn new(config: Config) -> Self {
-        Layered {
-            config,
-            ..Layered::default()
-        }
     }
 }
 
@@ -230,11 +200,16 @@ impl Registry {
         config: &Config,
         strict: bool,
     ) -> Result<ReloadReport, ReloadError> {
-        let built = |_: &DeployBase| Ok::<_, Infallible>(Layered::new(config.clone()));
-        self.deploy_with(source, strict, built)
+        // The one check of values of a config built in code (a layered deploy's are
+        // checked by bulkhead-config, placed in its files).
+        let checked = |_: &DeployBase| {
+            CheckedDeploy::validate(config.clone()).map_err(|invalid| ReloadError {
+                problems: invalid.into_iter().map(ReloadProblem::Invalid).collect(),
+            })
+        };
+        self.deploy_with(source, strict, checked)
             .map_err(|refused| match refused {
-                DeployRefused::Refused(refused) => refused,
-                DeployRefused::Build(never) => match never {},
+                DeployRefused::Refused(refused) | DeployRefused::Build(refused) => refused,
             })
     }
 
@@ -252,7 +227,8 @@ impl Registry {
     ///
     /// ```
     /// use bulkhead::config::{BulkheadConfig, SemaphoreConfig};
-    /// use bulkhead::{Layered, Registry};
+    /// use bulkhead::config::CheckedDeploy;
+    /// use bulkhead::Registry;
     ///
     /// let registry = Registry::new();
     /// let limits = |n| BulkheadConfig::semaphore(SemaphoreConfig {
@@ -263,11 +239,11 @@ impl Registry {
     /// // Double the limit payment runs with, whatever deploy is in force.
     /// let report = registry
     ///     .deploy_with("an operator", false, |base| {
-    ///         let mut deploy = base.in_force.clone().unwrap_or_default();
+    ///         let mut deploy = base.in_force.as_ref().map(|d| d.config().clone()).unwrap_or_default();
     ///         let now = base.running().bulkheads["payment"].limits.clone();
     ///         let bulkhead::config::Limits::Semaphore(s) = now else { return Err("not a semaphore") };
     ///         deploy.bulkheads.insert("payment".into(), limits(s.max_concurrent_calls * 2));
-    ///         Ok(Layered::new(deploy))
+    ///         CheckedDeploy::validate(deploy).map_err(|_| "an invalid limit")
     ///     })
     ///     .unwrap();
     /// assert_eq!(report.resized, ["payment"]);
@@ -283,13 +259,13 @@ impl Registry {
         &self,
         source: &str,
         strict: bool,
-        build: impl FnOnce(&DeployBase) -> Result<Layered, E>,
+        build: impl FnOnce(&DeployBase) -> Result<CheckedDeploy, E>,
     ) -> Result<ReloadReport, DeployRefused<E>> {
         let mut deploy = self.deploy.lock();
         let base = self.base_locked(&deploy);
         let outcome = match build(&base) {
-            Ok(layered) => self
-                .apply_locked(&mut deploy, layered, strict)
+            Ok(checked) => self
+                .apply_locked(&mut deploy, checked, strict)
                 .map_err(DeployRefused::Refused),
             Err(e) => Err(DeployRefused::Build(e)),
         };
@@ -325,7 +301,7 @@ impl Registry {
         self.base_locked(&deploy)
     }
 
-    fn base_locked(&self, deploy: &MutexGuard<'_, Option<Config>>) -> DeployBase {
+    fn base_locked(&self, deploy: &MutexGuard<'_, Option<CheckedDeploy>>) -> DeployBase {
         let mut baselines = Config::default();
         for entry in self.entries.iter() {
             baselines
@@ -346,23 +322,13 @@ impl Registry {
 
     fn apply_locked(
         &self,
-        deploy: &mut MutexGuard<'_, Option<Config>>,
-        layered: Layered,
+        deploy: &mut MutexGuard<'_, Option<CheckedDeploy>>,
+        checked: CheckedDeploy,
         strict: bool,
     ) -> Result<ReloadReport, ReloadError> {
-        let Layered {
-            config,
-            undeclared: mut found,
-            warnings,
-        } = layered;
-        let invalid: Vec<ReloadProblem> = config
-            .bulkheads
-            .iter()
-            .filter_map(|(name, new)| new.validate(name).err().map(ReloadProblem::Invalid))
-            .collect();
-        if !invalid.is_empty() {
-            return Err(ReloadError { problems: invalid });
-        }
+        // Its values were checked when it was made (CheckedDeploy): what is left is what
+        // only the registry knows — the bulkheads running now, their kinds and partitions.
+        let config = checked.config();
         // Entries are only added under the deploy lock held here, and never removed, so
         // these read guards see every entry and wait on no writer.
         let mut entries: Vec<_> = self.entries.iter().collect();
@@ -408,7 +374,7 @@ impl Registry {
                 UndeclaredName::new(name, closest_name(name, entries.iter().map(|e| *e.key())))
             })
             .collect();
-        undeclared.append(&mut found);
+        undeclared.extend(checked.undeclared().iter().cloned());
         undeclared.sort_by(|a, b| a.name.cmp(&b.name));
         if strict {
             problems.extend(undeclared.iter().cloned().map(ReloadProblem::Undeclared));
@@ -419,7 +385,7 @@ impl Registry {
 
         let mut report = ReloadReport {
             undeclared,
-            warnings,
+            warnings: checked.warnings().to_vec(),
             ..ReloadReport::default()
         };
         for (name, current, resize) in resizes {
@@ -433,7 +399,7 @@ impl Registry {
             }
         }
         drop(entries);
-        **deploy = Some(config);
+        **deploy = Some(checked);
         Ok(report)
     }
 }

@@ -14,7 +14,7 @@ use http::{HeaderMap, StatusCode, header};
 use super::access::{Denied, bearer};
 use super::{Admin, not_found, problem};
 use crate::config::{Diagnostic, Diagnostics, Severity};
-use crate::deploy::{layered, layers_over};
+use crate::deploy::layers_over;
 use crate::{Deploy, DeployError, ReloadReport};
 
 /// Who asked for a change, for the log.
@@ -163,19 +163,15 @@ pub(super) async fn resize(
     let source = format!("{layer} by {caller}");
     let mut in_force = None;
     let outcome = crate::deploy::apply(&source, false, |base| {
-        let parsed = layers_over(&base.running())
+        let change = layers_over(&base.running())
             .yaml(&layer, &text)
-            .and_then(|layers| layers.resolve())
-            .map_err(|diagnostics| DeployError::Invalid(in_body(&layer, diagnostics)))?;
-        let changed = parsed.config.bulkheads.get(&name).cloned();
-        let mut change = layered(parsed);
-        let mut deploy = base.in_force.clone().unwrap_or_default();
-        if let Some(changed) = changed {
-            deploy.bulkheads.insert(name.clone(), changed.clone());
-            in_force = Some(changed);
-        }
-        change.config = deploy;
-        Ok(change)
+            .and_then(|layers| layers.deploy())
+            .map_err(|diagnostics| DeployError::Invalid(in_body(&layer, diagnostics)))?
+            .deploy;
+        in_force = change.config().bulkheads.get(&name).cloned();
+        // The deploy in force with this bulkhead's entry changed, the rest as they are.
+        let deploy = base.in_force.clone().unwrap_or_default();
+        Ok(deploy.with_entry_of(&name, change))
     });
     answer(outcome.map(|report| {
         let mut json = report_json(&report);
