@@ -307,8 +307,8 @@ pub use bulkhead_core::{
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub use bulkhead_core::metrics_bridge;
 pub use bulkhead_core::{
-    HistogramSnapshot, ReloadFailure, ReloadStatus, SaturationLevel, async_caller, context, events,
-    metric_families, prometheus,
+    DeployOutcome, DeploySubscription, HistogramSnapshot, ReloadFailure, ReloadStatus,
+    SaturationLevel, async_caller, context, events, metric_families, prometheus,
 };
 
 /// Routes every call of a function through a named bulkhead declared in the crate's

@@ -43,6 +43,7 @@
 //! # Ok::<(), bulkhead::WatchError>(())
 //! ```
 
+use std::cell::Cell;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,7 +54,13 @@ use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 
 use crate::config::Diagnostics;
-use crate::{Deploy, DeployError};
+use crate::{Deploy, DeployError, DeployOutcome, DeploySubscription};
+
+thread_local! {
+    /// The watcher deploying on this thread now (its state's address, 0: none): each
+    /// watcher's deploy listener records only its own deploys.
+    static DEPLOYING: Cell<usize> = const { Cell::new(0) };
+}
 
 /// How long the file must be quiet before a change is read, by default.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
@@ -134,10 +141,19 @@ impl Watch {
             last_error: std::sync::Mutex::new(None),
             stopped: AtomicBool::new(false),
         });
+        // The watcher's status is written from the registry's record of each of its
+        // deploys, so it never lags behind what the registry says.
+        let recorder = Arc::clone(&state);
+        let listening = crate::registry().subscribe_deploys(move |outcome| {
+            if DEPLOYING.get() == Arc::as_ptr(&recorder) as usize {
+                recorder.record(outcome);
+            }
+        });
         let mut follower = Follower {
             watch: self.clone(),
             state: Arc::clone(&state),
             last_seen: None,
+            _listening: listening,
         };
         follower.check().map_err(WatchError::Config)?;
         let mut debouncer =
@@ -280,6 +296,25 @@ struct WatchState {
     stopped: AtomicBool,
 }
 
+impl WatchState {
+    /// One of this watcher's deploys, as the registry recorded it.
+    fn record(&self, outcome: &DeployOutcome<'_>) {
+        match outcome {
+            DeployOutcome::Applied { .. } => {
+                self.in_sync.store(true, Ordering::Release);
+                self.applied.fetch_add(1, Ordering::AcqRel);
+            }
+            DeployOutcome::Refused { message, .. } => {
+                self.in_sync.store(false, Ordering::Release);
+                *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((*message).to_owned());
+                self.refused.fetch_add(1, Ordering::AcqRel);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Runs on the debouncer's thread; dropped (marking the watcher stopped) when it ends.
 struct Follower {
     watch: Watch,
@@ -287,6 +322,8 @@ struct Follower {
     /// The contents last read, applied or not: the same contents are not applied (or
     /// reported) twice.
     last_seen: Option<Result<String, String>>,
+    /// Records this watcher's deploys in `state`.
+    _listening: DeploySubscription,
 }
 
 impl Follower {
@@ -318,6 +355,7 @@ impl Follower {
             return Ok(());
         }
         self.last_seen = Some(read.clone());
+        DEPLOYING.set(Arc::as_ptr(&self.state) as usize);
         let outcome = match read {
             Ok(text) => {
                 let mut deploy = Deploy::of_text(&path, &text, self.watch.env);
@@ -332,23 +370,20 @@ impl Follower {
                 )))
             }),
         };
+        DEPLOYING.set(0);
         match outcome {
-            Ok(_) => {
-                self.state.applied.fetch_add(1, Ordering::Relaxed);
-                self.state.in_sync.store(true, Ordering::Release);
-                Ok(())
-            }
-            Err(refused) => {
-                let message = refused.to_string();
-                self.state.refused.fetch_add(1, Ordering::Relaxed);
-                self.state.in_sync.store(false, Ordering::Release);
-                *self
-                    .state
-                    .last_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
+            Ok(_) => Ok(()),
+            // Refused before the registry (it cannot be built): recorded here alone.
+            Err(DeployError::Conflict(conflict)) => {
+                let message = conflict.to_string();
+                self.state.record(&DeployOutcome::Refused {
+                    source: &path,
+                    message: &message,
+                });
                 Err(message)
             }
+            // The registry recorded it, and so this watcher's status.
+            Err(refused) => Err(refused.to_string()),
         }
     }
 }

@@ -262,6 +262,37 @@ async fn the_events_stream_delivers_a_refusal() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_stream_delivers_every_deploys_outcome() {
+    register();
+    let _writes = writes().await;
+    let addr = serve(Admin::new()).await;
+    within_a_minute(async {
+        let mut events = open_events(addr).await;
+        // A deploy that could not be read: refused, nothing applied, reported like any.
+        let unreadable = |_: &bulkhead::DeployBase| {
+            Err::<bulkhead::CheckedDeploy, _>("deploy.yaml: error: cannot read the deploy file")
+        };
+        bulkhead::registry()
+            .deploy_with("the events test", false, unreadable)
+            .unwrap_err();
+        let line = read_until(&mut events, |l| {
+            l.starts_with("data: ") && l.contains("\"deploy\"") && l.contains("the events test")
+        })
+        .await;
+        let event: Value = serde_json::from_str(line.trim_start_matches("data: ").trim()).unwrap();
+        assert_eq!(event["result"], "refused");
+        assert!(
+            event["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot read the deploy file"),
+            "{event}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_path_needs_the_right_token_and_resizes() {
     register();
     let _writes = writes().await;

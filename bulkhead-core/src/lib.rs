@@ -50,7 +50,7 @@ pub use registry::{
     Bulkhead, BulkheadShutdown, CheckedDeploy, DeployBase, DeployRefused, Registry, RegistryError,
     ReloadError, ReloadProblem, ReloadReport, UndeclaredName, registry,
 };
-pub use reloads::{ReloadFailure, ReloadStatus};
+pub use reloads::{DeployOutcome, DeploySubscription, ReloadFailure, ReloadStatus};
 pub use semaphore::{
     Acquire, AsyncPermit, OwnedPermit, Permit, RunAdmitted, RunAsync, SemaphoreBulkhead,
     SemaphoreCall, SemaphoreShutdown,

@@ -3,13 +3,82 @@
 //!
 //! Every deploy takes one path, [`Registry::deploy_with`](crate::Registry::deploy_with),
 //! which records its outcome here — applied, refused by the registry, or refused before
-//! (a deploy file unreadable or invalid): no front end counts for itself.
+//! (a deploy file unreadable or invalid): the counts and the last refusal
+//! ([`ReloadStatus`], so `GET /reloads` and `bulkhead_config_reloads_total`), one log line,
+//! and the listeners of [`Registry::subscribe_deploys`](crate::Registry::subscribe_deploys).
+//! No front end counts, logs or reports for itself.
 
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Weak};
 use std::time::SystemTime;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
+
+use crate::ReloadReport;
+
+/// How one deploy ended, as the listeners of
+/// [`Registry::subscribe_deploys`](crate::Registry::subscribe_deploys) see it.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum DeployOutcome<'a> {
+    /// Applied: every bulkhead runs with it.
+    Applied {
+        /// Where the deploy came from (a file's path, `PATCH /bulkheads/{name} by …`).
+        source: &'a str,
+        /// What it changed.
+        report: &'a ReloadReport,
+    },
+    /// Refused, nothing applied: invalid, unreadable, or refused by the registry.
+    Refused {
+        /// Where the deploy came from.
+        source: &'a str,
+        /// Why: every problem, one per line.
+        message: &'a str,
+    },
+}
+
+impl DeployOutcome<'_> {
+    /// Where the deploy came from.
+    pub fn source(&self) -> &str {
+        match self {
+            DeployOutcome::Applied { source, .. } | DeployOutcome::Refused { source, .. } => source,
+        }
+    }
+}
+
+type DeployListener = Arc<dyn Fn(&DeployOutcome<'_>) + Send + Sync>;
+
+#[derive(Default)]
+struct Listeners {
+    next_id: u64,
+    entries: Vec<(u64, DeployListener)>,
+}
+
+/// Listening to a registry's deploys until dropped.
+#[must_use = "the listener is removed as soon as the subscription is dropped"]
+pub struct DeploySubscription {
+    listeners: Weak<RwLock<Listeners>>,
+    id: u64,
+}
+
+impl Drop for DeploySubscription {
+    fn drop(&mut self) {
+        if let Some(listeners) = self.listeners.upgrade() {
+            listeners.write().entries.retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
+impl fmt::Debug for DeploySubscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeploySubscription")
+            .field("id", &self.id)
+            .finish()
+    }
+}
 
 /// What the reloads of a registry did so far.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,27 +109,92 @@ pub struct ReloadFailure {
     pub message: String,
 }
 
-/// The counters behind [`ReloadStatus`], one per registry.
-#[derive(Debug, Default)]
+/// The one record of every deploy's outcome, one per registry.
+#[derive(Default)]
 pub(crate) struct ReloadLog {
     applied: AtomicU64,
     refused: AtomicU64,
     last_error: Mutex<Option<ReloadFailure>>,
     in_force: Mutex<Option<String>>,
+    listeners: Arc<RwLock<Listeners>>,
+}
+
+impl fmt::Debug for ReloadLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadLog")
+            .field("status", &self.status())
+            .field("listeners", &self.listeners.read().entries.len())
+            .finish()
+    }
 }
 
 impl ReloadLog {
-    pub(crate) fn applied(&self, source: &str) {
-        self.applied.fetch_add(1, Relaxed);
-        *self.in_force.lock() = Some(source.to_owned());
+    /// Records `outcome` in the status and the log: called under the deploy lock, so
+    /// `in_force` names the deploy applied last.
+    pub(crate) fn record(&self, outcome: &DeployOutcome<'_>) {
+        match *outcome {
+            DeployOutcome::Applied { source, report } => {
+                self.applied.fetch_add(1, Relaxed);
+                *self.in_force.lock() = Some(source.to_owned());
+                tracing::info!(
+                    target: "bulkhead",
+                    source,
+                    resized = ?report.resized,
+                    undeclared = ?report.undeclared.iter().map(|u| &u.name).collect::<Vec<_>>(),
+                    warnings = ?report.warnings,
+                    "deploy applied"
+                );
+            }
+            DeployOutcome::Refused { source, message } => {
+                self.refused.fetch_add(1, Relaxed);
+                *self.last_error.lock() = Some(ReloadFailure {
+                    at: SystemTime::now(),
+                    message: message.to_owned(),
+                });
+                // One line: the diagnostics (one per line) are a field, escaped.
+                tracing::error!(
+                    target: "bulkhead",
+                    source,
+                    problems = ?message,
+                    "deploy refused, nothing applied; the bulkheads keep their sizes"
+                );
+            }
+        }
     }
 
-    pub(crate) fn refused(&self, message: String) {
-        self.refused.fetch_add(1, Relaxed);
-        *self.last_error.lock() = Some(ReloadFailure {
-            at: SystemTime::now(),
-            message,
-        });
+    /// Tells every listener (after the deploy lock is released, so a listener may
+    /// deploy). A panicking listener is logged and skipped.
+    pub(crate) fn notify(&self, outcome: &DeployOutcome<'_>) {
+        let listeners: Vec<DeployListener> = self
+            .listeners
+            .read()
+            .entries
+            .iter()
+            .map(|(_, l)| Arc::clone(l))
+            .collect();
+        for listener in listeners {
+            if catch_unwind(AssertUnwindSafe(|| listener(outcome))).is_err() {
+                tracing::error!(
+                    target: "bulkhead",
+                    source = outcome.source(),
+                    "a deploy listener panicked; the deploy's outcome is recorded regardless"
+                );
+            }
+        }
+    }
+
+    pub(crate) fn subscribe(
+        &self,
+        listener: impl Fn(&DeployOutcome<'_>) + Send + Sync + 'static,
+    ) -> DeploySubscription {
+        let mut listeners = self.listeners.write();
+        let id = listeners.next_id;
+        listeners.next_id += 1;
+        listeners.entries.push((id, Arc::new(listener)));
+        DeploySubscription {
+            listeners: Arc::downgrade(&self.listeners),
+            id,
+        }
     }
 
     pub(crate) fn status(&self) -> ReloadStatus {

@@ -17,7 +17,7 @@ use bulkhead_config_types::{
 use parking_lot::MutexGuard;
 
 use crate::declaration::DeclarationSite;
-use crate::reloads::ReloadStatus;
+use crate::reloads::{DeployOutcome, DeploySubscription, ReloadStatus};
 
 use super::Registry;
 
@@ -269,30 +269,44 @@ impl Registry {
                 .map_err(DeployRefused::Refused),
             Err(e) => Err(DeployRefused::Build(e)),
         };
-        match &outcome {
-            Ok(report) => {
-                self.reloads.applied(source);
-                tracing::info!(
-                    target: "bulkhead",
-                    source,
-                    resized = ?report.resized,
-                    undeclared = ?report.undeclared.iter().map(|u| &u.name).collect::<Vec<_>>(),
-                    warnings = ?report.warnings,
-                    "deploy applied"
-                );
-            }
-            Err(refused) => {
-                let message = refused.to_string();
-                tracing::error!(
-                    target: "bulkhead",
-                    source,
-                    problems = ?message,
-                    "deploy refused, nothing applied; the bulkheads keep their sizes"
-                );
-                self.reloads.refused(message);
-            }
-        }
+        let message = outcome.as_ref().err().map(ToString::to_string);
+        let recorded = match (&outcome, &message) {
+            (Ok(report), _) => DeployOutcome::Applied { source, report },
+            (Err(_), Some(message)) => DeployOutcome::Refused { source, message },
+            (Err(_), None) => unreachable!("a refusal has its message"),
+        };
+        // Under the lock: the status names the deploy applied last.
+        self.reloads.record(&recorded);
+        drop(deploy);
+        self.reloads.notify(&recorded);
         outcome
+    }
+
+    /// Calls `listener` with the outcome of every deploy of this registry from now on —
+    /// applied or refused, whatever its front end (a file, the admin router, code) — until
+    /// the returned subscription drops. It runs on the deploying thread, after the deploy
+    /// lock is released.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use bulkhead::{DeployOutcome, Registry};
+    /// use bulkhead::config::Config;
+    ///
+    /// let registry = Registry::new();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = Arc::clone(&seen);
+    /// let _listening = registry.subscribe_deploys(move |outcome: &DeployOutcome<'_>| {
+    ///     let applied = matches!(outcome, DeployOutcome::Applied { .. });
+    ///     log.lock().unwrap().push((outcome.source().to_owned(), applied));
+    /// });
+    /// registry.reload(&Config::default()).unwrap();
+    /// assert_eq!(*seen.lock().unwrap(), [("a config built in code".to_owned(), true)]);
+    /// ```
+    pub fn subscribe_deploys(
+        &self,
+        listener: impl Fn(&DeployOutcome<'_>) + Send + Sync + 'static,
+    ) -> DeploySubscription {
+        self.reloads.subscribe(listener)
     }
 
     /// What a deploy built now would be built over (see [`deploy_with`](Self::deploy_with)).

@@ -1,5 +1,5 @@
-//! `GET /events`: the events of every bulkhead as server-sent events, through a
-//! bounded buffer per client.
+//! `GET /events`: the events of every bulkhead, and the outcome of every deploy
+//! (`"event": "deploy"`), as server-sent events, through a bounded buffer per client.
 //!
 //! # Invariants
 //!
@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use super::{Admin, problem};
 use crate::events::{self, Event, EventKind, Subscription};
+use crate::{DeployOutcome, DeploySubscription};
 
 /// Events dropped for slow events clients since the process started, all clients
 /// together.
@@ -74,6 +75,27 @@ fn to_json(event: &Event<'_>) -> Option<String> {
     serde_json::to_string(&view).ok()
 }
 
+/// A deploy's outcome as JSON: `event: "deploy"`, `result` (`applied` or `refused`),
+/// `source`, and `resized` or `message`.
+fn deploy_json(outcome: &DeployOutcome<'_>) -> Option<String> {
+    let view = match outcome {
+        DeployOutcome::Applied { source, report } => serde_json::json!({
+            "event": "deploy",
+            "result": "applied",
+            "source": source,
+            "resized": report.resized,
+        }),
+        DeployOutcome::Refused { source, message } => serde_json::json!({
+            "event": "deploy",
+            "result": "refused",
+            "source": source,
+            "message": message,
+        }),
+        _ => return None,
+    };
+    Some(view.to_string())
+}
+
 /// What one client's stream holds: its buffer, its listener, its dropped count, its
 /// place among the clients, and the signal that ends it.
 struct Client {
@@ -81,6 +103,7 @@ struct Client {
     dropped: Arc<AtomicU64>,
     closed: tokio::sync::watch::Receiver<bool>,
     _listening: Subscription,
+    _deploys: DeploySubscription,
     _slot: Slot,
 }
 
@@ -126,20 +149,25 @@ pub(super) async fn stream(State(admin): State<Arc<Admin>>) -> Response {
     let (sender, receiver) = mpsc::channel::<String>(admin.events_buffer);
     let dropped = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&dropped);
-    let listening = events::subscribe(move |event: &Event<'_>| {
+    let send = Arc::new(move |json: &dyn Fn() -> Option<String>| {
         // Room first, so that a full buffer costs no JSON.
-        let sent = sender.capacity() > 0
-            && to_json(event).is_some_and(|json| sender.try_send(json).is_ok());
+        let sent =
+            sender.capacity() > 0 && json().is_some_and(|json| sender.try_send(json).is_ok());
         if !sent && !sender.is_closed() {
             counted.fetch_add(1, Relaxed);
             DROPPED.fetch_add(1, Relaxed);
         }
     });
+    let calls = Arc::clone(&send);
+    let listening = events::subscribe(move |event: &Event<'_>| calls(&|| to_json(event)));
+    let deploys = crate::registry()
+        .subscribe_deploys(move |outcome: &DeployOutcome<'_>| send(&|| deploy_json(outcome)));
     let client = Client {
         events: receiver,
         dropped,
         closed,
         _listening: listening,
+        _deploys: deploys,
         _slot: slot,
     };
     let stream = futures_util::stream::unfold(client, |mut client| async move {
