@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! bulkhead check FILE...                          exit 0 valid, 1 problems, 2 usage or I/O error
-//! bulkhead check --against bulkheads.yaml DEPLOY  a deploy may change sizes, not kinds
+//! bulkhead check --against bulkheads.yaml [--strict] DEPLOY  a deploy may change sizes, not kinds
 //! bulkhead schema                                 the JSON Schema
 //! bulkhead explain [--against DECLARED] FILE     the resolved table, with worst-case waits
 //! bulkhead suggest --qps N --latency D [--timeout D]
@@ -53,6 +53,10 @@ enum Command {
         /// Exit 1 on warnings too.
         #[arg(long)]
         deny_warnings: bool,
+        /// With `--against`: a name the declarations do not have is an error, not a
+        /// warning (what `bulkhead::check_deploy(files, true)` and `Deploy::strict` do).
+        #[arg(long, requires = "against")]
+        strict: bool,
     },
     /// Print the JSON Schema of the config format.
     Schema,
@@ -118,7 +122,8 @@ fn main() -> ExitCode {
             against,
             format,
             deny_warnings,
-        } => check(&files, against.as_deref(), format, deny_warnings),
+            strict,
+        } => check(&files, against.as_deref(), format, deny_warnings, strict),
         Command::Schema => emit(&bulkhead_config::json_schema_text(), ExitCode::SUCCESS),
         Command::Explain { file, against } => explain(&file, against.as_deref()),
         Command::Suggest {
@@ -189,7 +194,13 @@ fn looks_like_a_deploy(file: &str, text: &str) -> bool {
     !entries.is_empty() && entries.iter().all(|e| e.get("kind").is_none())
 }
 
-fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings: bool) -> ExitCode {
+fn check(
+    files: &[String],
+    against: Option<&str>,
+    format: Format,
+    deny_warnings: bool,
+    strict: bool,
+) -> ExitCode {
     let declared = match against {
         Some(path) => match read(path) {
             Ok(text) => Some((path, text)),
@@ -209,6 +220,7 @@ fn check(files: &[String], against: Option<&str>, format: Format, deny_warnings:
         let result = match &declared {
             None => bulkhead_config::parse_file(file, &text).map(|p| p.warnings),
             Some((path, declared_text)) => over_declared(path, declared_text)
+                .map(|layers| if strict { layers.strict() } else { layers })
                 .and_then(|layers| layers.yaml(file, &text))
                 .and_then(|layers| layers.deploy())
                 .map(|resolved| resolved.warnings),

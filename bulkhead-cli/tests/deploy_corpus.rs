@@ -1,7 +1,8 @@
 //! One deploy file, one message: every deploy file of `tests/deploy-corpus/` is checked by
 //! `bulkhead check --against` (the binary, as CI runs it) and by the library a service
 //! links (`bulkhead::check_deploy`, what a `--check-config` flag prints), against the same
-//! declarations, and the two reports must be the same text with the same exit status.
+//! declarations, and the two reports must be the same text with the same exit status —
+//! by default and strict (`--strict`, `check_deploy(files, true)`).
 //!
 //! The library's declarations are this test's `#[bulkhead]` functions, declared in
 //! `tests/deploy-corpus/bulkheads.yaml` (`[package.metadata.bulkhead]` in Cargo.toml), the
@@ -45,10 +46,11 @@ fn deploy_files() -> Vec<PathBuf> {
     files
 }
 
-/// `bulkhead check --against DECLARED FILE`: its standard output and exit status.
-fn cli(file: &Path) -> (String, Option<i32>) {
+/// `bulkhead check --against DECLARED [--strict] FILE`: its standard output and exit status.
+fn cli(file: &Path, strict: bool) -> (String, Option<i32>) {
     let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
         .args(["check", "--against", DECLARED])
+        .args(strict.then_some("--strict"))
         .arg(file)
         .env_remove("BULKHEAD_CORPUS_UNSET_REDIS_URL")
         .output()
@@ -74,19 +76,25 @@ fn the_command_and_the_library_print_the_same_report_for_every_deploy_file() {
     assert!(files.len() >= 20, "the corpus shrank to {}", files.len());
     let mut failures = Vec::new();
     for file in &files {
-        let (command, status) = cli(file);
-        let library = bulkhead::check_deploy(&[file], false);
-        if library.human() != command || status != Some(i32::from(library.exit_status())) {
-            failures.push(format!(
-                "{}:\n--- bulkhead check --against (exit {status:?})\n{command}--- check_deploy (exit {})\n{}",
-                file.display(),
-                library.exit_status(),
-                library.human()
+        let mut report = String::new();
+        for strict in [false, true] {
+            let (command, status) = cli(file, strict);
+            let library = bulkhead::check_deploy(&[file], strict);
+            if library.human() != command || status != Some(i32::from(library.exit_status())) {
+                failures.push(format!(
+                    "{} (strict: {strict}):\n--- bulkhead check --against (exit {status:?})\n{command}--- check_deploy (exit {})\n{}",
+                    file.display(),
+                    library.exit_status(),
+                    library.human()
+                ));
+            }
+            let mode = if strict { "strict" } else { "default" };
+            report.push_str(&format!(
+                "{mode}: exit {}\n{command}",
+                library.exit_status()
             ));
-            continue;
         }
         let expected = file.with_extension("expected");
-        let report = format!("exit {}\n{command}", library.exit_status());
         if std::env::var_os("BLESS").is_some() {
             fs::write(&expected, &report).unwrap();
         } else if fs::read_to_string(&expected).ok().as_deref() != Some(report.as_str()) {
@@ -102,7 +110,7 @@ fn the_command_and_the_library_print_the_same_report_for_every_deploy_file() {
 #[test]
 fn a_misspelled_name_with_sizes_only_gets_a_did_you_mean_on_both_paths() {
     let file = Path::new(CORPUS).join("typo-sizes-only.yaml");
-    let (command, status) = cli(&file);
+    let (command, status) = cli(&file, false);
     assert_eq!(status, Some(0), "a warning: {command}");
     assert!(command.contains("did you mean `payment`?"), "{command}");
     assert!(!command.contains("has no `kind`"), "{command}");
@@ -112,7 +120,7 @@ fn a_misspelled_name_with_sizes_only_gets_a_did_you_mean_on_both_paths() {
 #[test]
 fn a_password_in_a_deploy_file_is_in_neither_report() {
     let file = Path::new(CORPUS).join("cluster-store-password.yaml");
-    let (command, status) = cli(&file);
+    let (command, status) = cli(&file, false);
     assert_eq!(status, Some(1), "refused: {command}");
     let library = bulkhead::check_deploy(&[&file], false);
     for report in [command, library.human(), library.json()] {

@@ -52,7 +52,9 @@ fn declared_bulkheads_run_and_a_deploy_in_code_is_applied_refused_and_recorded()
     wrong.bulkheads.insert("render".into(), semaphore(3));
     let refused = bulkhead::reload(&wrong).unwrap_err();
     assert!(
-        refused.to_string().contains("a deploy may change sizes, not kinds"),
+        refused
+            .to_string()
+            .contains("a deploy may change sizes, not kinds"),
         "{refused}"
     );
     assert_eq!(registry.semaphore("lookup").unwrap().limit(), 5);
@@ -66,7 +68,9 @@ fn declared_bulkheads_run_and_a_deploy_in_code_is_applied_refused_and_recorded()
     zero.bulkheads.insert("lookup".into(), semaphore(0));
     let invalid = bulkhead::reload(&zero).unwrap_err();
     assert!(
-        invalid.to_string().contains("bulkheads.lookup.max_concurrent_calls"),
+        invalid
+            .to_string()
+            .contains("bulkheads.lookup.max_concurrent_calls"),
         "{invalid}"
     );
     assert_eq!(registry.reload_status().refused, 2);
