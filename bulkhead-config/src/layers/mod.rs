@@ -353,6 +353,7 @@ impl Layers {
         let mut dict = data.get(&Profile::Default).cloned().unwrap_or_default();
         let (undeclared, found) = self.take_undeclared(&mut dict, &declared.config);
         problems.extend(found);
+        problems.extend(self.unused_deploy_templates(&dict));
         let root_location = Location::new(Arc::from(ENV_LAYER), 0, 0);
         let root = Node {
             value: NodeValue::Mapping(
@@ -422,6 +423,58 @@ impl Layers {
     /// As [`Layers::resolve`].
     pub fn extract(self) -> Result<Config, Diagnostics> {
         self.resolve().map(|parsed| parsed.config)
+    }
+
+    /// Over a program's declarations, a warning at each template of a deploy layer that
+    /// no entry extends: it would size nothing, since declared bulkheads were resolved
+    /// when their crate was built and are sized by their names.
+    fn unused_deploy_templates(&self, dict: &Dict) -> Diagnostics {
+        let mut problems = Diagnostics::new();
+        if !matches!(self.layers.first(), Some(Layer::Declared { .. })) {
+            return problems;
+        }
+        let extended: BTreeSet<&str> = ["bulkheads", "templates"]
+            .iter()
+            .filter_map(|section| match dict.get(*section) {
+                Some(FigmentValue::Dict(_, entries)) => Some(entries.values()),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|entry| match entry {
+                FigmentValue::Dict(_, keys) => match keys.get("extends") {
+                    Some(FigmentValue::String(_, template)) => Some(template.as_str()),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        for layer in &self.layers {
+            let Layer::Yaml { root, .. } = layer else {
+                continue;
+            };
+            let Some((_, templates)) = root.get("templates") else {
+                continue;
+            };
+            let NodeValue::Mapping(entries) = &templates.value else {
+                continue;
+            };
+            for (key, _) in entries {
+                if !extended.contains(key.text.as_str()) {
+                    problems.push(Diagnostic::at(
+                        Severity::Warning,
+                        &key.location,
+                        format!("templates.{}", key.text),
+                        format!(
+                            "no entry of the deploy extends template `{}`, so it sizes \
+                             nothing: the declared bulkheads were resolved when their crate \
+                             was built, and a deploy sizes each by its name under `bulkheads`",
+                            key.text
+                        ),
+                    ));
+                }
+            }
+        }
+        problems
     }
 
     /// Over a program's declarations, takes the entries of names nothing declares out of
