@@ -138,7 +138,7 @@ fn a_kind_change_of_a_declared_bulkhead_is_refused_naming_its_declaration() {
     ));
     assert!(
         err.to_string()
-            .contains("is declared as a thread-pool at bulkheads.yaml:3:3 (crate shop)"),
+            .contains("declares `pdf-render` as a thread-pool at bulkheads.yaml:3:3 (crate shop)"),
         "{err}"
     );
 }
