@@ -146,6 +146,18 @@ mod tests {
     }
 
     #[test]
+    fn latencies_measured_at_zero_do_not_drive_the_limit_down() {
+        // A clock too coarse for the calls: probe and windows all measure 0 ns.
+        let mut vegas = Vegas::new(3.0, 6.0);
+        vegas.on_probe(&Window::uniform(10, Duration::ZERO, 1));
+        let mut limit = 50.0;
+        for _ in 0..20 {
+            limit = vegas.update(limit, &Window::uniform(100, Duration::ZERO, 100));
+        }
+        assert!(limit > 50.0, "{limit}: equal latencies are no queue");
+    }
+
+    #[test]
     fn the_no_load_latency_follows_a_faster_dependency_down() {
         let mut vegas = probed();
         vegas.update(100.0, &Window::uniform(100, 5 * MS, 100));

@@ -148,6 +148,14 @@ impl Bulkhead {
             Bulkhead::ThreadPool(b) => BulkheadShutdown::ThreadPool(b.shutdown(timeout)),
         }
     }
+
+    /// Stops admission without waiting (the first half of [`shutdown`](Self::shutdown)).
+    pub(crate) fn stop_admission(&self) {
+        match self {
+            Bulkhead::Semaphore(b) => b.stop_admission(),
+            Bulkhead::ThreadPool(b) => b.shared().begin_shutdown(),
+        }
+    }
 }
 
 /// A resize checked to keep the bulkhead's kind, applied after a whole reload is checked.

@@ -198,32 +198,44 @@ fn a_room_waiter_that_gives_up_passes_its_wake_up_on() {
     });
 }
 
+/// `call` on a thread of its own while another fires the clock and this one plays the
+/// worker until the call is answered; the answer.
+fn answered_while_the_clock_fires<R: Send + 'static>(
+    pool: &ThreadPoolBulkhead,
+    clock: &ModelClock,
+    call: impl FnOnce(&ThreadPoolBulkhead) -> R + Send + 'static,
+) -> R {
+    let answered = std::sync::Arc::new(AtomicBool::new(false));
+    let caller = loom::thread::spawn({
+        let (pool, answered) = (pool.clone(), answered.clone());
+        move || {
+            let result = call(&pool);
+            answered.store(true, SeqCst);
+            result
+        }
+    });
+    let timer = loom::thread::spawn({
+        let clock = clock.clone();
+        move || clock.fire()
+    });
+    while !answered.load(SeqCst) {
+        if !work_one(pool) {
+            loom::thread::yield_now();
+        }
+    }
+    timer.join().unwrap();
+    caller.join().unwrap()
+}
+
 #[test]
 fn a_room_wait_timing_out_racing_a_freed_slot_is_answered_once() {
     model(|| {
         let clock = ModelClock::new();
         let pool = pool(1, 1, wait(100), &clock);
         take_the_slot(&pool);
-        let answered = std::sync::Arc::new(AtomicBool::new(false));
-        let waiter = loom::thread::spawn({
-            let (pool, answered) = (pool.clone(), answered.clone());
-            move || {
-                let result = block_on(submit(&pool, 2));
-                answered.store(true, SeqCst);
-                result
-            }
-        });
-        let timer = loom::thread::spawn({
-            let clock = clock.clone();
-            move || clock.fire()
-        });
-        while !answered.load(SeqCst) {
-            if !work_one(&pool) {
-                loom::thread::yield_now();
-            }
-        }
-        timer.join().unwrap();
-        match waiter.join().unwrap() {
+        let answer =
+            answered_while_the_clock_fires(&pool, &clock, |pool| block_on(submit(pool, 2)));
+        match answer {
             Ok(n) => assert_eq!(n, 2),
             Err(Refused { input, error }) => {
                 assert_eq!(input, 2);
