@@ -356,8 +356,10 @@ pub use bulkhead_core::{
 /// WARN naming the fix (see [`async_caller`]).
 ///
 /// With `timeout` in the bulkhead's config, an `async fn` without a fallback that runs past
-/// it returns [`BulkheadError::CallTimeout`] through its return type (the body is dropped,
-/// the permit or worker freed at once). A sync `fn`, or a function with a fallback (which
+/// it returns [`BulkheadError::CallTimeout`] through its return type at the deadline: a
+/// body that awaits is dropped there and its permit or worker freed at once; a thread-pool
+/// body that blocks (it never yields, so it cannot be cut) keeps its worker, and so its
+/// slot, until it returns, and its late result is discarded. A sync `fn`, or a function with a fallback (which
 /// answers calls that never ran, with their arguments), cannot be timed, and annotating one
 /// with a bulkhead that declares a `timeout` fails the build. (A `timeout` a deploy adds at
 /// run time applies to the `async fn`s without a fallback; other functions are not timed.)
