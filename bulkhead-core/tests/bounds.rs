@@ -338,6 +338,48 @@ fn a_pool_shutdown_caller_with_a_later_deadline_returns_the_first_callers_report
     assert!(running.join().unwrap().is_ok());
 }
 
+fn registry_shutdown_callers_each_return_at_the_deadline_with_the_same_report(n: usize) {
+    let (clock, shared_clock) = manual_clock();
+    let registry = Registry::with_clock(shared_clock);
+    let busy = registry
+        .register("busy", &BulkheadConfig::semaphore(semaphore(1, 0)))
+        .unwrap();
+    registry
+        .register("pool", &BulkheadConfig::thread_pool(pool_config(0, 1, 1)))
+        .unwrap();
+    let busy = busy.as_semaphore().unwrap().clone();
+    let held = busy.try_acquire().unwrap();
+    let registry = Arc::new(registry);
+    let callers = concurrent_shutdowns(&registry, &vec![secs(1); n], |r, t| r.shutdown(t));
+    // Each caller waits for the busy semaphore on the clock, until its own deadline.
+    clock.wait_for_sleepers(n);
+    clock.advance(secs(1));
+    let reports: Vec<_> = callers.into_iter().map(|c| c.join().unwrap()).collect();
+    assert_eq!(reports.len(), n);
+    for report in &reports {
+        assert_eq!(report.len(), 2, "{report:?}");
+        assert!(
+            matches!(&report["busy"], BulkheadShutdown::Semaphore(s) if s.still_running == 1),
+            "{report:?}"
+        );
+        assert!(
+            matches!(&report["pool"], BulkheadShutdown::ThreadPool(_)),
+            "{report:?}"
+        );
+    }
+    drop(held);
+}
+
+#[test]
+fn two_registry_shutdown_callers_each_return_at_the_deadline_with_the_same_report() {
+    registry_shutdown_callers_each_return_at_the_deadline_with_the_same_report(2);
+}
+
+#[test]
+fn eight_registry_shutdown_callers_each_return_at_the_deadline_with_the_same_report() {
+    registry_shutdown_callers_each_return_at_the_deadline_with_the_same_report(8);
+}
+
 /// Threads of this process right now (Linux).
 fn process_threads() -> usize {
     std::fs::read_dir("/proc/self/task").map_or(0, Iterator::count)
