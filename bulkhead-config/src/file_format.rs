@@ -193,7 +193,7 @@ fn kind_specific_keys(schema: &mut schemars::Schema) {
 /// The JSON Schema of the file format (`bulkheads.schema.json`), generated from the types.
 ///
 /// ```
-/// let schema = bulkhead::config::json_schema();
+/// let schema = bulkhead_config::json_schema();
 /// assert!(schema["properties"]["bulkheads"].is_object());
 /// ```
 pub fn json_schema() -> serde_json::Value {

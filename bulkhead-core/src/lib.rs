@@ -10,6 +10,8 @@
 //! saturation; [`prometheus`] renders them as text exposition; [`events`] delivers
 //! permitted / refused / finished events to listeners.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
+#![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod adaptive;

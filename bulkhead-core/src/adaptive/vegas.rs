@@ -21,7 +21,7 @@ use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
 ///
 /// ```
 /// use std::time::Duration;
-/// use bulkhead::adaptive::{LimitAlgorithm, Vegas, Window};
+/// use bulkhead_core::adaptive::{LimitAlgorithm, Vegas, Window};
 ///
 /// let mut vegas = Vegas::new(3.0, 6.0);
 /// vegas.on_probe(&Window::uniform(10, Duration::from_millis(10), 1));

@@ -296,7 +296,9 @@ where
     // SAFETY: the job may be used by a worker after this function's borrows would otherwise
     // end; `waiter` keeps this frame alive (even on unwind) until `done`, after which the pool
     // touches nothing borrowed (see the module docs, facts 1–3). Only the lifetime changes:
-    // `dyn Job + 'a` and `dyn Job + 'static` have the same layout and vtable.
+    // `dyn Job + 'a` and `dyn Job + 'static` have the same layout and vtable. The crate's
+    // one `unsafe` (the crate denies it everywhere else).
+    #[allow(unsafe_code)]
     let job: Arc<dyn Job + 'static> =
         unsafe { std::mem::transmute::<Arc<dyn Job + 'a>, Arc<dyn Job + 'static>>(job) };
     let expiry = submit(JobRef::new(job));
