@@ -4,9 +4,10 @@
 //! Each annotated function holds a `static` [`Declaration`] (its bulkhead's name, kind and
 //! declared config as typed data, gathered at link time by [`declare!`]) and one `static`
 //! slot ([`SemaphoreSlot`] or [`ThreadPoolSlot`]). The first call resolves the slot to a
-//! `&'static` handle on the bulkhead of that name in the process-wide registry, which
-//! already holds every declared bulkhead. Every later call is one atomic load
-//! (`OnceLock::get`) plus the core call.
+//! `&'static` handle on its bulkhead, which the process-wide registry built with every
+//! declared bulkhead and keeps by the declaration's address (nothing rebuilt, validated
+//! again or looked up by name). Every later call is one atomic load (`OnceLock::get`) plus
+//! the core call.
 //!
 //! The traits here exist for their compile errors: each carries a
 //! `#[diagnostic::on_unimplemented]` message that tells a newcomer what `#[bulkhead]`
@@ -105,17 +106,21 @@ impl<B: Resolve> Slot<B> {
         Ok(())
     }
 
-    /// The declared bulkhead from the process-wide registry, which holds every declaration
-    /// of the program (`register` returns it as it is). Where the linker cannot gather
+    /// The declared bulkhead from the process-wide registry, which built one for every
+    /// declaration of the program and keeps it by the declaration's address: nothing is
+    /// rebuilt, validated again or looked up by name. Where the linker cannot gather
     /// declarations, this first call registers it from the typed declaration instead.
     #[cold]
     fn resolve(&'static self) -> &'static B {
         self.handle.get_or_init(|| {
             let declaration = self.declaration;
-            let registered = bulkhead_core::registry()
-                .register(declaration.name, &(declaration.config)())
-                .ok()
-                .and_then(B::of);
+            let registered = match bulkhead_core::declared_handle(declaration) {
+                Some(bulkhead) => Some(bulkhead),
+                None => bulkhead_core::registry()
+                    .register(declaration.name, &(declaration.config)())
+                    .ok(),
+            }
+            .and_then(B::of);
             match registered {
                 // Leaked once per annotated function: registry entries are never replaced.
                 Some(bulkhead) => Box::leak(Box::new(bulkhead)),

@@ -48,6 +48,8 @@ pub use error::{BulkheadError, BulkheadName, Refused};
 pub use rate_limit::{
     RateAdmission, RateLimiter, StoreCheck, check_cluster_stores, retry_after_header_secs,
 };
+#[doc(hidden)]
+pub use registry::declared_handle;
 pub use registry::{
     Bulkhead, BulkheadShutdown, DeployBase, DeployRefused, Layered, Registry, RegistryError,
     ReloadError, ReloadProblem, ReloadReport, UndeclaredName, registry,

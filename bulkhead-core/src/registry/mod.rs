@@ -44,7 +44,7 @@ use parking_lot::Mutex;
 
 use crate::BulkheadName;
 use crate::clock::{Clock, system_clock};
-use crate::declaration::{DeclarationSite, Declarations};
+use crate::declaration::{Declaration, DeclarationSite, Declarations};
 use crate::reloads::ReloadLog;
 use crate::semaphore::SemaphoreBulkhead;
 use crate::snapshot::BulkheadSnapshot;
@@ -369,8 +369,20 @@ impl fmt::Debug for Registry {
 /// (the message names both sites). Such a program cannot run either of them; call
 /// [`Declarations::check`] at start-up to get it as an error instead.
 pub fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| {
+    &program().registry
+}
+
+/// The process-wide registry and, for each of the program's declarations, its bulkhead.
+struct Program {
+    registry: Registry,
+    /// By the address of the `static` declaration: the handle an annotated function's first
+    /// call takes ([`declared_handle`]).
+    handles: std::collections::HashMap<usize, Bulkhead>,
+}
+
+fn program() -> &'static Program {
+    static PROGRAM: OnceLock<Program> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
         let declarations = Declarations::of_program();
         for declared in declarations {
             for (site, _) in declared.overridden() {
@@ -385,11 +397,31 @@ pub fn registry() -> &'static Registry {
                 );
             }
         }
-        match Registry::from_declarations(declarations, system_clock()) {
+        let registry = match Registry::from_declarations(declarations, system_clock()) {
             Ok(registry) => registry,
             Err(conflict) => panic!("{conflict}"),
-        }
+        };
+        let handles = crate::declaration::DECLARATIONS
+            .iter()
+            .filter_map(|d| Some((declaration_key(d), registry.get(d.name)?)))
+            .collect();
+        Program { registry, handles }
     })
+}
+
+fn declaration_key(declaration: &Declaration) -> usize {
+    std::ptr::from_ref(declaration).addr()
+}
+
+/// The bulkhead of an annotated function's declaration in the process-wide [`registry`],
+/// built when the registry was (nothing rebuilt, validated again or looked up by name);
+/// `None` for a declaration the linker did not gather (the caller registers it then).
+#[doc(hidden)]
+pub fn declared_handle(declaration: &'static Declaration) -> Option<Bulkhead> {
+    program()
+        .handles
+        .get(&declaration_key(declaration))
+        .cloned()
 }
 
 #[cfg(all(test, not(loom)))]
