@@ -192,6 +192,7 @@
 //! [`ThreadPoolBulkhead::keyed`]; for tower, `tower::BulkheadLayer::partition` and `key_by`.
 //! `docs/partitions.md` has the details.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -255,9 +256,17 @@ pub use watch::{Watch, WatchError, WatchGuard, watch};
 /// The config types, YAML parsing with positions, validation and deploy layering
 /// ([`config::Layers`]: embedded defaults < deploy files < `BULKHEAD_…` environment variables).
 /// Without the `deploy` feature: the config types only (no parser is linked).
+///
+/// The `bulkhead` CLI's own helpers (the JSON Schema, pool sizing, the file format's raw
+/// form) live in the `bulkhead-config` crate, not here.
 #[cfg(feature = "deploy")]
-#[doc(inline)]
-pub use bulkhead_config as config;
+pub mod config {
+    pub use bulkhead_config::{
+        CheckReport, Diagnostic, Diagnostics, ENV_PREFIX, Layers, MAX_DEPTH, MAX_EXTENDS_DEPTH,
+        MAX_NODES, MAX_SOURCE_BYTES, Parsed, Severity, check_against, env_var_name, parse_file,
+    };
+    pub use bulkhead_config_types::*;
+}
 /// The config types (with the `deploy` feature, also YAML parsing, validation with
 /// positions and deploy layering).
 #[cfg(not(feature = "deploy"))]
@@ -289,18 +298,25 @@ pub use bulkhead_config_types::Config;
 /// assert_eq!(limits.limit, 10);
 /// assert!(limits.adaptive.is_some());
 /// ```
-pub use bulkhead_core::adaptive;
+///
+/// The algorithms gather the timed calls into windows of about one round trip (as many
+/// calls as the limit, at least [`MIN_WINDOW`](adaptive::MIN_WINDOW)); the limit can change
+/// once per window, and the snapshot's [`AdaptiveSnapshot`](adaptive::AdaptiveSnapshot)
+/// says what the algorithm saw. `docs/adaptive.md` has the algorithms and their settings.
+pub mod adaptive {
+    pub use bulkhead_core::adaptive::{AdaptiveSnapshot, Estimates, MIN_WINDOW, mark_overloaded};
+}
 pub use bulkhead_core::adaptive::mark_overloaded;
 pub use bulkhead_core::{
     Acquire, Admission, AnnotatedFunction, AsyncPermit, AsyncSharePermit, Bulkhead, BulkheadError,
     BulkheadName, BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, CheckedDeploy, Clock,
     DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, DeployBase,
     DeployRefused, KeyLoad, ManualClock, OwnedPermit, Partition, PartitionNamesChanged,
-    PartitionSnapshot, PerKeySnapshot, Permit, PoolAdmission, RateAdmission, RateLimiter,
-    RefusalCounts, Refused, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport,
-    RunAdmitted, RunAsync, SemaphoreBulkhead, SemaphoreCall, SemaphoreShutdown, SharePermit,
-    ShutdownReport, Sleep, StoreCheck, SystemClock, ThreadPoolBulkhead, UndeclaredName,
-    check_cluster_stores, retry_after_header_secs, system_clock,
+    PartitionSnapshot, PerKeySnapshot, Permit, PoolAdmission, RefusalCounts, Refused, Registry,
+    RegistryError, ReloadError, ReloadProblem, ReloadReport, RunAdmitted, RunAsync,
+    SemaphoreBulkhead, SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep,
+    StoreCheck, SystemClock, ThreadPoolBulkhead, UndeclaredName, check_cluster_stores,
+    retry_after_header_secs, system_clock,
 };
 // Observability: spans, events, context propagation, exposition.
 #[cfg(feature = "metrics")]
@@ -356,8 +372,10 @@ pub use bulkhead_core::{
 /// WARN naming the fix (see [`async_caller`]).
 ///
 /// With `timeout` in the bulkhead's config, an `async fn` without a fallback that runs past
-/// it returns [`BulkheadError::CallTimeout`] through its return type (the body is dropped,
-/// the permit or worker freed at once). A sync `fn`, or a function with a fallback (which
+/// it returns [`BulkheadError::CallTimeout`] through its return type at the deadline: a
+/// body that awaits is dropped there and its permit or worker freed at once; a thread-pool
+/// body that blocks (it never yields, so it cannot be cut) keeps its worker, and so its
+/// slot, until it returns, and its late result is discarded. A sync `fn`, or a function with a fallback (which
 /// answers calls that never ran, with their arguments), cannot be timed, and annotating one
 /// with a bulkhead that declares a `timeout` fails the build. (A `timeout` a deploy adds at
 /// run time applies to the `async fn`s without a fallback; other functions are not timed.)

@@ -4,9 +4,10 @@
 //! Each annotated function holds a `static` [`Declaration`] (its bulkhead's name, kind and
 //! declared config as typed data, gathered at link time by [`declare!`]) and one `static`
 //! slot ([`SemaphoreSlot`] or [`ThreadPoolSlot`]). The first call resolves the slot to a
-//! `&'static` handle on the bulkhead of that name in the process-wide registry, which
-//! already holds every declared bulkhead. Every later call is one atomic load
-//! (`OnceLock::get`) plus the core call.
+//! `&'static` handle on its bulkhead, which the process-wide registry built with every
+//! declared bulkhead and keeps by the declaration's address (nothing rebuilt, validated
+//! again or looked up by name). Every later call is one atomic load (`OnceLock::get`) plus
+//! the core call.
 //!
 //! The traits here exist for their compile errors: each carries a
 //! `#[diagnostic::on_unimplemented]` message that tells a newcomer what `#[bulkhead]`
@@ -105,17 +106,21 @@ impl<B: Resolve> Slot<B> {
         Ok(())
     }
 
-    /// The declared bulkhead from the process-wide registry, which holds every declaration
-    /// of the program (`register` returns it as it is). Where the linker cannot gather
+    /// The declared bulkhead from the process-wide registry, which built one for every
+    /// declaration of the program and keeps it by the declaration's address: nothing is
+    /// rebuilt, validated again or looked up by name. Where the linker cannot gather
     /// declarations, this first call registers it from the typed declaration instead.
     #[cold]
     fn resolve(&'static self) -> &'static B {
         self.handle.get_or_init(|| {
             let declaration = self.declaration;
-            let registered = bulkhead_core::registry()
-                .register(declaration.name, &(declaration.config)())
-                .ok()
-                .and_then(B::of);
+            let registered = match bulkhead_core::declared_handle(declaration) {
+                Some(bulkhead) => Some(bulkhead),
+                None => bulkhead_core::registry()
+                    .register(declaration.name, &(declaration.config)())
+                    .ok(),
+            }
+            .and_then(B::of);
             match registered {
                 // Leaked once per annotated function: registry entries are never replaced.
                 Some(bulkhead) => Box::leak(Box::new(bulkhead)),
@@ -264,10 +269,13 @@ impl ThreadPoolSlot {
         }
     }
 
-    /// Runs `body(input)` on a worker and waits for it; a refusal hands `input` back.
+    /// Runs `body(input)` on a worker and waits for it, under `partition` and the key `key`
+    /// (both `None`: the plain call); a refusal hands `input` back.
     #[inline]
     pub fn call<I, R>(
         &'static self,
+        partition: Option<(usize, &'static str, u64)>,
+        key: Option<u64>,
         input: I,
         body: impl FnOnce(I) -> R + Send,
     ) -> Result<R, Refused<I>>
@@ -277,7 +285,10 @@ impl ThreadPoolSlot {
     {
         let input = self.test_refusal_with(input)?;
         self.warn_if_async();
-        self.get().call(input, body)
+        if partition.is_none() && key.is_none() {
+            return self.get().call(input, body);
+        }
+        pool_admission(self.get(), partition, key).call(input, body)
     }
 
     /// From an async task, the core call hands its wait to the runtime where it can; the
@@ -295,10 +306,13 @@ impl ThreadPoolSlot {
         }
     }
 
-    /// Runs the future `body(input)` on a worker; a refusal hands `input` back.
+    /// Runs the future `body(input)` on a worker, under `partition` and the key `key` (both
+    /// `None`: the plain call); a refusal hands `input` back.
     #[inline]
     pub fn call_async<I, F, Fut>(
         &'static self,
+        partition: Option<(usize, &'static str, u64)>,
+        key: Option<u64>,
         input: I,
         body: F,
     ) -> impl Future<Output = Result<Fut::Output, Refused<I>>>
@@ -308,13 +322,22 @@ impl ThreadPoolSlot {
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        self.on_worker(input, |pool, input| pool.call_async(input, body))
+        self.on_worker(input, move |pool, input| async move {
+            if partition.is_none() && key.is_none() {
+                return pool.call_async(input, body).await;
+            }
+            pool_admission(pool, partition, key)
+                .call_async(input, body)
+                .await
+        })
     }
 
     /// [`call_async`](Self::call_async) under the bulkhead's call timeout.
     #[inline]
     pub fn call_async_timed<I, F, Fut>(
         &'static self,
+        partition: Option<(usize, &'static str, u64)>,
+        key: Option<u64>,
         input: I,
         body: F,
     ) -> impl Future<Output = Timed<Fut::Output, I>>
@@ -324,7 +347,14 @@ impl ThreadPoolSlot {
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
-        self.on_worker(input, |pool, input| pool.call_async_timed(input, body))
+        self.on_worker(input, move |pool, input| async move {
+            if partition.is_none() && key.is_none() {
+                return pool.call_async_timed(input, body).await;
+            }
+            pool_admission(pool, partition, key)
+                .call_async_timed(input, body)
+                .await
+        })
     }
 
     /// At the first poll: the test scope's refusal, else `call` on the bulkhead.
@@ -338,67 +368,6 @@ impl ThreadPoolSlot {
     {
         let input = self.test_refusal_with(input)?;
         call(self.get(), input).await
-    }
-}
-
-/// `partition = "…"` and `key = …` on a thread pool: the call enters through its shares.
-impl ThreadPoolSlot {
-    /// [`call`](Self::call) under `partition` and the key `key`.
-    #[inline]
-    pub fn call_shared<I, R>(
-        &'static self,
-        partition: Option<(usize, &'static str, u64)>,
-        key: Option<u64>,
-        input: I,
-        body: impl FnOnce(I) -> R + Send,
-    ) -> Result<R, Refused<I>>
-    where
-        I: Send,
-        R: Send,
-    {
-        let input = self.test_refusal_with(input)?;
-        self.warn_if_async();
-        pool_admission(self.get(), partition, key).call(input, body)
-    }
-
-    /// [`call_async`](Self::call_async) under `partition` and the key `key`.
-    #[inline]
-    pub fn call_async_shared<I, F, Fut>(
-        &'static self,
-        partition: Option<(usize, &'static str, u64)>,
-        key: Option<u64>,
-        input: I,
-        body: F,
-    ) -> impl Future<Output = Result<Fut::Output, Refused<I>>>
-    where
-        I: Send + 'static,
-        F: FnOnce(I) -> Fut + Send + 'static,
-        Fut: Future + Send + 'static,
-        Fut::Output: Send + 'static,
-    {
-        self.on_worker(input, move |pool, input| {
-            pool_admission(pool, partition, key).call_async(input, body)
-        })
-    }
-
-    /// [`call_async_timed`](Self::call_async_timed) under `partition` and the key `key`.
-    #[inline]
-    pub fn call_async_timed_shared<I, F, Fut>(
-        &'static self,
-        partition: Option<(usize, &'static str, u64)>,
-        key: Option<u64>,
-        input: I,
-        body: F,
-    ) -> impl Future<Output = Timed<Fut::Output, I>>
-    where
-        I: Send + 'static,
-        F: FnOnce(I) -> Fut + Send + 'static,
-        Fut: Future + Send + 'static,
-        Fut::Output: Send + 'static,
-    {
-        self.on_worker(input, move |pool, input| {
-            pool_admission(pool, partition, key).call_async_timed(input, body)
-        })
     }
 }
 

@@ -350,7 +350,7 @@ impl Follower {
     /// path ([`Registry::deploy_with`](crate::Registry::deploy_with)).
     fn check(&mut self) -> Result<(), String> {
         let path = self.watch.path.display().to_string();
-        let read = crate::config::read_deploy_file(&self.watch.path).map_err(|e| e.to_string());
+        let read = bulkhead_config::read_deploy_file(&self.watch.path).map_err(|e| e.to_string());
         if self.last_seen.as_ref() == Some(&read) {
             return Ok(());
         }

@@ -13,6 +13,7 @@
 //! source line with the spot underlined (a few lines of our own: the format above is the
 //! contract, and a rendering crate would impose its own header), or as JSON with
 //! `--format json`.
+#![warn(unreachable_pub)]
 
 use std::io::Write as _;
 use std::process::ExitCode;

@@ -66,9 +66,11 @@ pub struct BulkheadConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimitConfig>,
     /// How long an admitted call may run before its caller gets `CallTimeout`. An async
-    /// body is dropped at the deadline and its permit or worker freed at once; a sync
-    /// thread-pool body cannot be interrupted, so its caller stops waiting and the worker's
-    /// result is discarded (counted). Default: none.
+    /// body that awaits is dropped at the deadline and its permit or worker freed at once.
+    /// A thread-pool body that blocks (a sync one, or an async one that does not yield)
+    /// cannot be interrupted: its caller still gets `CallTimeout` at the deadline, the body
+    /// keeps its worker until it returns, and its result is discarded (counted). Default:
+    /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
     /// When the snapshot reports `warning` and `critical` saturation.

@@ -18,6 +18,7 @@
 //!
 //! [bulkhead]: https://docs.rs/bulkhead
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

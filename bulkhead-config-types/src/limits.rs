@@ -55,8 +55,9 @@ pub struct ThreadPoolConfig {
     pub keep_alive: Duration,
     /// What a submission does when every thread is busy and the queue is full. Default `abort`.
     pub on_full: OnFull,
-    /// A task that waited in the queue longer than this fails with `QueueTimeout` and never runs.
-    /// Default: none.
+    /// The longest a call waits in the queue: at this deadline its caller gets `QueueTimeout`
+    /// even while every worker is busy, and the task is taken out of the queue (it never
+    /// runs). Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_queue_wait: Option<Duration>,
     /// Worker threads are named `<prefix><n>`. Default: the bulkhead's name followed by `-`.

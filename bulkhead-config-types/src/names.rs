@@ -6,10 +6,14 @@
 /// `max_concurrent_calls` and `PDF_RANDER` finds `pdf-render`.
 ///
 /// ```
-/// use bulkhead::config::closest_name;
+/// use bulkhead_config_types::closest_name;
 /// assert_eq!(closest_name("pdf-rander", ["pdf-render", "payment"]), Some("pdf-render"));
 /// assert_eq!(closest_name("inventory", ["pdf-render", "payment"]), None);
 /// ```
+///
+/// The crates' one "did you mean" rule (the checker, the attribute and the registry call
+/// it); hidden from the documented surface.
+#[doc(hidden)]
 pub fn closest_name<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,

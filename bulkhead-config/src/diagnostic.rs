@@ -160,8 +160,8 @@ fn is_hazard(c: char) -> bool {
 /// messages and quoted source lines.
 ///
 /// ```
-/// assert_eq!(bulkhead::config::escape_controls("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
-/// assert_eq!(bulkhead::config::escape_controls("payment"), "payment");
+/// assert_eq!(bulkhead_config::escape_controls("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
+/// assert_eq!(bulkhead_config::escape_controls("payment"), "payment");
 /// ```
 pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(is_hazard) {

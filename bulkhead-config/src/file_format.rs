@@ -86,7 +86,9 @@ pub struct BulkheadSpec {
     /// `abort`, `caller-runs` or `{ wait: <duration> }`. Default `abort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_full: Option<OnFull>,
-    /// Thread pool: a task that waited in the queue longer than this fails with `QueueTimeout` and never runs. Default: none.
+    /// Thread pool: the longest a call waits in the queue. At this deadline its caller gets
+    /// `QueueTimeout` (with the input back) even while every worker is busy, and the task is
+    /// taken out of the queue: it never runs. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_queue_wait: Option<Duration>,
     /// Thread pool: worker threads are named `<prefix><n>`. Default: the bulkhead's name and `-`.
@@ -103,8 +105,10 @@ pub struct BulkheadSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimitConfig>,
     /// Any kind: how long an admitted call may run before its caller gets `CallTimeout`. An
-    /// async body is dropped at the deadline and its permit or worker freed at once; a sync
-    /// thread-pool body runs on and its result is discarded. Default: none.
+    /// async body that awaits is dropped at the deadline and its permit or worker freed at
+    /// once. A thread-pool body that blocks (a sync one, or an async one that does not
+    /// yield) cannot be cut: its caller still gets `CallTimeout` at the deadline, the body
+    /// keeps its worker until it returns, and its result is discarded. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
     /// Any kind: fractions of capacity at which the snapshot reports `warning` and `critical`
@@ -189,7 +193,7 @@ fn kind_specific_keys(schema: &mut schemars::Schema) {
 /// The JSON Schema of the file format (`bulkheads.schema.json`), generated from the types.
 ///
 /// ```
-/// let schema = bulkhead::config::json_schema();
+/// let schema = bulkhead_config::json_schema();
 /// assert!(schema["properties"]["bulkheads"].is_object());
 /// ```
 pub fn json_schema() -> serde_json::Value {

@@ -23,6 +23,7 @@
 //!
 //! [bulkhead]: https://docs.rs/bulkhead
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -117,7 +118,7 @@ impl Parsed {
 /// when a file within the limit is not UTF-8.
 ///
 /// ```
-/// let err = bulkhead::config::read_source("/nonexistent/bulkheads.yaml").unwrap_err();
+/// let err = bulkhead_config::read_source("/nonexistent/bulkheads.yaml").unwrap_err();
 /// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 /// ```
 pub fn read_source(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
@@ -146,7 +147,7 @@ pub fn read_source(path: impl AsRef<std::path::Path>) -> std::io::Result<String>
 ///
 /// ```
 /// let dir = std::env::temp_dir();
-/// let err = bulkhead::config::read_deploy_file(&dir).unwrap_err();
+/// let err = bulkhead_config::read_deploy_file(&dir).unwrap_err();
 /// assert!(err.to_string().contains("a directory, not a regular file"), "{err}");
 /// ```
 pub fn read_deploy_file(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
@@ -234,7 +235,7 @@ fn special_kind(_: &std::fs::Metadata) -> &'static str {
 /// too deep, too many nodes, or a syntax error, each placed in the file.
 ///
 /// ```
-/// let json = bulkhead::config::yaml_to_json("f.yaml", "bulkheads: { db: { kind: semaphore } }").unwrap();
+/// let json = bulkhead_config::yaml_to_json("f.yaml", "bulkheads: { db: { kind: semaphore } }").unwrap();
 /// assert_eq!(json["bulkheads"]["db"]["kind"], "semaphore");
 /// ```
 pub fn yaml_to_json(

@@ -24,7 +24,7 @@ pub const LONG_QUEUE_WARNING: u32 = 10_000;
 /// `queue_capacity × latency / max_threads`. `None` without threads.
 ///
 /// ```
-/// use bulkhead::config::{Duration, ThreadPoolConfig, worst_case_queue_wait};
+/// use bulkhead_config::{Duration, ThreadPoolConfig, worst_case_queue_wait};
 /// let pool = ThreadPoolConfig { max_threads: 8, queue_capacity: 200, ..Default::default() };
 /// // 8 threads at 100ms each serve 80 tasks/s: the 200th queued task waits 2.5s.
 /// assert_eq!(

@@ -34,7 +34,7 @@ pub struct Suggestion {
 /// Sizes a pool for `qps` calls per second that take `latency` each.
 ///
 /// ```
-/// use bulkhead::config::{suggest, Duration};
+/// use bulkhead_config::{suggest, Duration};
 /// // A product-detail page, 200 QPS at 80ms → 24 core threads, 48 max.
 /// let s = suggest(200.0, Duration::from_millis(80), Some(Duration::from_millis(800)));
 /// assert_eq!((s.core_threads, s.max_threads), (24, 48));

@@ -113,7 +113,7 @@ impl CheckReport {
 
 /// The most characters of a source line quoted under a diagnostic: a config written on
 /// one line is quoted around the spot, not whole once per problem.
-pub const QUOTE_WIDTH: usize = 100;
+pub(crate) const QUOTE_WIDTH: usize = 100;
 
 /// A source text, where each of its lines starts and where each character starts, so
 /// quoting the spot of each of many diagnostics costs a lookup, not a scan of the file or

@@ -66,7 +66,9 @@ pub(crate) fn block<R>(caller: Caller, wait: impl FnOnce() -> R) -> R {
 }
 
 /// Logs, once per `warned` flag (one per annotated function), that `function` made a
-/// blocking thread-pool call from an async task, and how to fix it.
+/// blocking thread-pool call from an async task, and how to fix it (the attribute's
+/// expansion calls it; not part of the documented surface).
+#[doc(hidden)]
 pub fn warn_blocking_call(
     warned: &AtomicBool,
     caller: Caller,

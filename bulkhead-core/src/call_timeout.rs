@@ -78,3 +78,19 @@ impl<F: Future> Future for Deadline<F> {
         this.body.poll(cx).map(Ok)
     }
 }
+
+thread_local! {
+    /// Set on a pool's worker when the body it runs was cut at its deadline, so the job
+    /// counts it `cancelled` rather than `completed`.
+    static CUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the body this thread runs as cut at its deadline.
+pub(crate) fn mark_cut() {
+    CUT.with(|cut| cut.set(true));
+}
+
+/// Whether the body this thread just ran was cut at its deadline (and clears the mark).
+pub(crate) fn take_cut() -> bool {
+    CUT.with(|cut| cut.replace(false))
+}

@@ -44,9 +44,10 @@
 //! ```
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use bulkhead_config_types::Kind;
@@ -225,13 +226,46 @@ pub fn is_listening() -> bool {
 }
 
 /// Delivers `event` to every listener. Call only after [`is_listening`].
+///
+/// A listener that panics is caught here: the panic never reaches the call (whose permit,
+/// slot and re-entry mark are handled as if nobody listened), never aborts a thread that is
+/// already unwinding from the body's own panic, and is counted ([`listener_panics`]) and
+/// logged once per process.
 #[cold]
 pub(crate) fn emit(event: &Event<'_>) {
     // Recursive: a listener may itself call a bulkhead, even while a subscriber waits.
     let listeners = LISTENERS.read_recursive();
     for (_, listener) in &listeners.entries {
-        listener.on_event(event);
+        let delivered = catch_unwind(AssertUnwindSafe(|| listener.on_event(event)));
+        if let Err(payload) = delivered {
+            listener_panicked(event, payload);
+        }
     }
+}
+
+/// Listener panics caught so far in this process.
+static LISTENER_PANICS: AtomicU64 = AtomicU64::new(0);
+
+#[cold]
+fn listener_panicked(event: &Event<'_>, payload: Box<dyn std::any::Any + Send>) {
+    if LISTENER_PANICS.fetch_add(1, Relaxed) == 0 {
+        tracing::error!(
+            target: crate::telemetry::TARGET,
+            bulkhead = event.bulkhead,
+            "an event listener panicked; the panic was caught and the call went on (later \
+             listener panics are counted in `events::listener_panics()`, not logged)"
+        );
+    }
+    // The payload's own drop may panic too: it must not escape either.
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+}
+
+/// How many times an event listener panicked in this process. Each panic was caught where
+/// the event was delivered: the call that reported the event went on as if nobody
+/// listened (its permit or worker slot is released, nothing is lost), and the first one
+/// was logged at ERROR.
+pub fn listener_panics() -> u64 {
+    LISTENER_PANICS.load(Relaxed)
 }
 
 #[cfg(test)]

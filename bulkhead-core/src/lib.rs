@@ -10,6 +10,8 @@
 //! saturation; [`prometheus`] renders them as text exposition; [`events`] delivers
 //! permitted / refused / finished events to listeners.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
+#![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod adaptive;
@@ -46,6 +48,8 @@ pub use error::{BulkheadError, BulkheadName, Refused};
 pub use rate_limit::{
     RateAdmission, RateLimiter, StoreCheck, check_cluster_stores, retry_after_header_secs,
 };
+#[doc(hidden)]
+pub use registry::declared_handle;
 pub use registry::{
     Bulkhead, BulkheadShutdown, CheckedDeploy, DeployBase, DeployRefused, Registry, RegistryError,
     ReloadError, ReloadProblem, ReloadReport, UndeclaredName, registry,

@@ -85,7 +85,7 @@ pub enum RateAdmission {
 /// ```
 /// use std::{sync::Arc, time::Duration};
 /// use bulkhead::config::{Duration as ConfigDuration, RateLimitConfig};
-/// use bulkhead::{ManualClock, RateAdmission, RateLimiter, retry_after_header_secs};
+/// use bulkhead_core::{ManualClock, RateAdmission, RateLimiter, retry_after_header_secs};
 ///
 /// let clock = ManualClock::new();
 /// let config = RateLimitConfig::per_process(2, ConfigDuration::from_secs(1));

@@ -65,13 +65,13 @@ pub(crate) fn refusal_index(err: &BulkheadError) -> usize {
 impl Counters {
     /// Counts a refusal and hands the error back, so call sites read `return Err(c.refuse(e))`.
     #[inline]
-    pub fn refuse(&self, err: BulkheadError) -> BulkheadError {
+    pub(crate) fn refuse(&self, err: BulkheadError) -> BulkheadError {
         self.refused[refusal_index(&err)].fetch_add(1, Relaxed);
         err
     }
 
     /// The counters as plain numbers, for a [`BulkheadSnapshot`](crate::BulkheadSnapshot).
-    pub fn counts(&self) -> CallCounts {
+    pub(crate) fn counts(&self) -> CallCounts {
         let refused = |i: usize| self.refused[i].load(Relaxed);
         CallCounts {
             permitted: self.permitted.load(Relaxed),

@@ -442,7 +442,8 @@ impl Drop for BlockOnDrop {
     }
 }
 
-/// Found by the soak: while a worker fails a stale task (`max_queue_wait`) it is neither
+/// Found by the soak: while a worker fails a stale task (CoDel, decided when the worker
+/// takes it; `max_queue_wait` is answered by the caller at its deadline) it is neither
 /// running, idle nor claimed, so `enqueue` saw the queue as over capacity and refused calls
 /// the admission counter had just admitted (counted `permitted`, `cancelled` and `full`).
 #[test]
@@ -450,7 +451,10 @@ fn pool_admitted_calls_are_not_refused_while_a_worker_fails_a_stale_task() {
     no_hang("admission while a stale task is failed", || {
         let (clock, shared) = manual_clock();
         let config = ThreadPoolConfig {
-            max_queue_wait: Some(bulkhead_config_types::Duration::from_millis(10)),
+            codel: Some(bulkhead_config_types::CodelConfig {
+                target: bulkhead_config_types::Duration::from_millis(5),
+                interval: bulkhead_config_types::Duration::from_millis(10),
+            }),
             ..pool_config(1, 1, 1)
         };
         let pool = ThreadPoolBulkhead::with_clock("stale", &config, shared);

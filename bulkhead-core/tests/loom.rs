@@ -7,9 +7,10 @@
 //! --release --test loom` (`LOOM_MAX_PREEMPTIONS` defaults to 2 here).
 //!
 //! The models drive the real code through the public async API (`acquire_async`, polled
-//! with loom's `block_on`, whose waker parks the loom thread): a wake-up that is lost leaves
-//! a thread parked forever, which loom reports as a deadlock. Time is a [`ModelClock`] whose
-//! deadlines all pass at once when a model thread fires it, so a timeout can race anything.
+//! with the models' `block_on`, whose waker notifies the waiting loom thread): a wake-up
+//! that is lost leaves a thread waiting forever, which loom reports as a deadlock. Time is
+//! a [`ModelClock`] whose deadlines all pass at once when a model thread fires it, so a
+//! timeout can race anything.
 //! (The blocking `acquire` shares the queue code modelled here, `take_or_enqueue` /
 //! `leave_queue` / `release`; its permit marks a thread-local, which loom's threads would
 //! share, so it is not driven directly.)

@@ -6,7 +6,7 @@
 //! -p bulkhead-core --release --test loom_partitions` (`LOOM_MAX_PREEMPTIONS=2`).
 #![cfg(loom)]
 
-use bulkhead_config_types::{Partitions, SemaphoreConfig};
+use bulkhead_config_types::{Partitions, PerKeyConfig, SemaphoreConfig};
 use bulkhead_core::{BulkheadError, Clock, Partition, SemaphoreBulkhead, Sleep};
 use loom::sync::Arc as LoomArc;
 use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -143,5 +143,60 @@ fn sync_calls_admitted_at_once_or_counted_first_keep_the_limit_and_the_counts() 
         assert_eq!(s.calls.permitted, admitted, "{s:?}");
         let by_partition: u64 = s.partitions.iter().map(|p| p.admitted).sum();
         assert_eq!(by_partition, admitted, "{s:?}");
+    });
+}
+
+/// The shares-to-slot hand-off: two calls of one key (cap 2) in partition `a`, which holds
+/// its guarantee and one borrowed permit, so each call is granted its key's and its
+/// partition's share and then asks for a permit (one sync, never waiting; one async)
+/// while the borrowed permit is released. Each call is admitted or refused `Full`; either
+/// way every share it was granted is given back exactly once: at rest the partition and
+/// the key count nothing, and no permit is lost or duplicated.
+#[test]
+fn shares_granted_then_a_permit_refused_or_taken_racing_a_release_are_given_back_once() {
+    model(|| {
+        let clock = ModelClock::new();
+        let b = partitioned(&clock).with_per_key(Some(&PerKeyConfig::new(2)));
+        let a = b.partition("a").unwrap();
+        let first = block_on(a.acquire_async()).unwrap();
+        let borrowed = block_on(a.acquire_async()).unwrap();
+        let inside = LoomArc::new(AtomicUsize::new(0));
+        let sync_call = {
+            let (a, inside) = (a.clone(), inside.clone());
+            loom::thread::spawn(move || match a.keyed("tenant").try_acquire() {
+                Ok(permit) => {
+                    let now = inside.fetch_add(1, SeqCst) + 1;
+                    assert!(now <= 1, "{now} calls in the one permit released");
+                    inside.fetch_sub(1, SeqCst);
+                    drop(permit);
+                }
+                Err(BulkheadError::Full { .. }) => {}
+                Err(other) => panic!("unexpected {other:?}"),
+            })
+        };
+        let async_call = {
+            let (a, inside) = (a.clone(), inside.clone());
+            loom::thread::spawn(move || match block_on(a.keyed("tenant").acquire_async()) {
+                Ok(permit) => {
+                    let now = inside.fetch_add(1, SeqCst) + 1;
+                    assert!(now <= 1, "{now} calls in the one permit released");
+                    inside.fetch_sub(1, SeqCst);
+                    drop(permit);
+                }
+                Err(BulkheadError::Full { .. }) => {}
+                Err(other) => panic!("unexpected {other:?}"),
+            })
+        };
+        drop(borrowed);
+        sync_call.join().unwrap();
+        async_call.join().unwrap();
+        drop(first);
+        assert_at_rest(&b);
+        let keys = b.snapshot().per_key.expect("per_key is configured");
+        assert_eq!(
+            keys.keys_tracked, 0,
+            "a key's count was not taken back: {keys:?}"
+        );
+        assert_eq!(keys.overflow_in_flight, 0, "{keys:?}");
     });
 }

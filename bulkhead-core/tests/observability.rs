@@ -515,13 +515,14 @@ fn pool_listeners_see_run_duration_and_cancelled_queue_timeouts() {
         started.wait();
         let stale = s.spawn(|| pool.call((), |()| ()));
         wait_until(|| pool.snapshot().queued == 1);
-        // The running body takes 40 ms; the queued task ages 150 ms before a worker looks.
+        // The queued task's caller stops waiting once 100 ms have passed (it finds 150 ms),
+        // while the running body still runs; that body takes 150 ms in all.
         clock.advance(Duration::from_millis(40));
         clock.advance(Duration::from_millis(110));
-        gate.open();
-        first.join().unwrap().unwrap();
         let refused = stale.join().unwrap().unwrap_err();
         assert_eq!(refused.error.reason(), "queue_timeout");
+        gate.open();
+        first.join().unwrap().unwrap();
     });
     drop(subscription);
 
@@ -531,9 +532,9 @@ fn pool_listeners_see_run_duration_and_cancelled_queue_timeouts() {
         [
             "permitted",
             "permitted",
-            "finished completed 150ms",
             "finished cancelled 0ns",
             "refused queue_timeout",
+            "finished completed 150ms",
         ]
     );
     let queue_time = snapshot.queue_time.unwrap();

@@ -573,10 +573,9 @@ fn max_queue_wait_fails_stale_work_with_queue_timeout_and_gives_the_input_back()
     wait_until(|| pool.snapshot().active == 1);
     let stale = blocked_calls(&pool, &gate, [1]);
     wait_until(|| pool.snapshot().queued == 1);
+    // The queued caller sleeps on the clock until its deadline; the worker stays stuck.
+    clock.wait_for_sleepers(1);
     clock.advance(ms(150));
-    let fresh = blocked_calls(&pool, &gate, [2]);
-    wait_until(|| pool.snapshot().queued == 2);
-    gate.open();
     let refused = stale
         .into_iter()
         .next()
@@ -592,6 +591,10 @@ fn max_queue_wait_fails_stale_work_with_queue_timeout_and_gives_the_input_back()
             waited: ms(150)
         }
     );
+    assert_eq!(pool.snapshot().queued, 0, "the stale task was withdrawn");
+    let fresh = blocked_calls(&pool, &gate, [2]);
+    wait_until(|| pool.snapshot().queued == 1);
+    gate.open();
     assert_eq!(
         fresh.into_iter().next().unwrap().join().unwrap().unwrap(),
         2

@@ -5,6 +5,7 @@
 //! `::bulkhead::__private::…` (or `path::__private::…` after `crate = path`), so it works
 //! only with the `bulkhead` facade as a dependency.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod args;

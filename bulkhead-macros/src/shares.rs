@@ -92,9 +92,9 @@ pub(crate) fn check_partition(
 }
 
 /// The thread-pool call `name` (`call`, `call_async`, `call_async_timed`) of the slot, and
-/// its leading arguments: the slot, then the shares' when the call enters through them;
-/// spanned at `span` (an async function's `async`, where rustc reports a future that is
-/// not `Send`).
+/// its leading arguments: the slot, then the shares' (`None, None` when the call enters
+/// through none); spanned at `span` (an async function's `async`, where rustc reports a
+/// future that is not `Send`).
 pub(crate) fn pool_call(
     shares: Option<&Shares>,
     slot: &proc_macro2::Ident,
@@ -102,24 +102,15 @@ pub(crate) fn pool_call(
     span: proc_macro2::Span,
 ) -> (TokenStream, TokenStream) {
     let p = crate::crate_path::private(span);
-    let p = quote_spanned!(span=> #p::ThreadPoolSlot);
-    match shares {
-        Some(shares) => {
-            let f = quote::format_ident!("{name}_shared", span = span);
-            let a = shares.arguments();
-            (
-                quote_spanned!(span=> #p::#f),
-                quote_spanned!(span=> &#slot, #a,),
-            )
-        }
-        None => {
-            let f = quote::format_ident!("{name}", span = span);
-            (
-                quote_spanned!(span=> #p::#f),
-                quote_spanned!(span=> &#slot,),
-            )
-        }
-    }
+    let f = quote::format_ident!("{name}", span = span);
+    let a = match shares {
+        Some(shares) => shares.arguments(),
+        None => quote_spanned!(span=> #p::None, #p::None),
+    };
+    (
+        quote_spanned!(span=> #p::ThreadPoolSlot::#f),
+        quote_spanned!(span=> &#slot, #a,),
+    )
 }
 
 /// `body`, after `let _ = &name;` for each of `parameters` the key expression names: on a

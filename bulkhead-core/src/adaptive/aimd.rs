@@ -17,7 +17,7 @@ use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
 ///
 /// ```
 /// use std::time::Duration;
-/// use bulkhead::adaptive::{Aimd, LimitAlgorithm, Window};
+/// use bulkhead_core::adaptive::{Aimd, LimitAlgorithm, Window};
 ///
 /// let mut aimd = Aimd::new(0.9, Some(Duration::from_millis(100)));
 /// assert_eq!(aimd.update(10.0, &Window::uniform(10, Duration::from_millis(20), 10)), 11.0);

@@ -23,7 +23,7 @@ const MIN_GRADIENT: f64 = 0.5;
 ///
 /// ```
 /// use std::time::Duration;
-/// use bulkhead::adaptive::{Gradient2, LimitAlgorithm, Window};
+/// use bulkhead_core::adaptive::{Gradient2, LimitAlgorithm, Window};
 ///
 /// let mut gradient = Gradient2::new(1.0, 1.0);
 /// gradient.on_probe(&Window::uniform(10, Duration::from_millis(10), 1));

@@ -38,7 +38,7 @@ const FALL_LATENCY: f64 = 0.75;
 ///
 /// ```
 /// use std::time::Duration;
-/// use bulkhead::adaptive::{AdaptiveAlgorithm, AdaptiveConfig, AdaptiveLimit, Sample};
+/// use bulkhead_core::adaptive::{AdaptiveAlgorithm, AdaptiveConfig, AdaptiveLimit, Sample};
 ///
 /// let config = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 4, 8);
 /// let mut limit = AdaptiveLimit::new(&config, 100);

@@ -1,7 +1,8 @@
 //! What the probing algorithms (Vegas, Gradient2) know about the dependency's latency:
 //! its no-load latency, measured by probes, and the mean of the last window judged.
 //!
-//! Invariant: both are in nanoseconds, the window mean at least 1 (a ratio's divisor);
+//! Invariant: both are in nanoseconds and at least 1 (clamped alike, so a probe and a
+//! window measured at 0 ns compare as equal, not as an infinite queue);
 //! before the first probe the no-load latency is the first window's mean.
 
 use super::{Estimates, Window, duration_of, nanos_f64};
@@ -16,7 +17,7 @@ pub(crate) struct Latencies {
 impl Latencies {
     /// A probe's window: its mean is the no-load latency.
     pub(crate) fn on_probe(&mut self, window: &Window) {
-        self.no_load = Some(nanos_f64(window.mean_rtt));
+        self.no_load = Some(clamped_nanos(window));
     }
 
     /// A window being judged: returns its mean and the no-load latency, which
@@ -26,7 +27,7 @@ impl Latencies {
         window: &Window,
         follow: impl FnOnce(f64, f64) -> f64,
     ) -> (f64, f64) {
-        let mean = nanos_f64(window.mean_rtt).max(1.0);
+        let mean = clamped_nanos(window);
         self.window = Some(mean);
         let no_load = self.no_load.map_or(mean, |d| follow(d, mean));
         self.no_load = Some(no_load);
@@ -41,4 +42,9 @@ impl Latencies {
             gradient,
         }
     }
+}
+
+/// A window's mean latency in nanoseconds, at least 1.
+fn clamped_nanos(window: &Window) -> f64 {
+    nanos_f64(window.mean_rtt).max(1.0)
 }

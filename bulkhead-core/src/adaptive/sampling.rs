@@ -30,7 +30,7 @@ pub const MAX_SAMPLE_EVERY: u32 = 256;
 ///
 /// ```
 /// use std::time::Duration;
-/// use bulkhead::adaptive::{MAX_SAMPLE_EVERY, sample_every_for};
+/// use bulkhead_core::adaptive::{MAX_SAMPLE_EVERY, sample_every_for};
 ///
 /// assert_eq!(sample_every_for(Duration::from_millis(5)), 1);
 /// assert_eq!(sample_every_for(Duration::from_micros(1)), 16);

@@ -21,7 +21,7 @@ use super::{AdaptiveAlgorithm, Estimates, LimitAlgorithm, Window};
 ///
 /// ```
 /// use std::time::Duration;
-/// use bulkhead::adaptive::{LimitAlgorithm, Vegas, Window};
+/// use bulkhead_core::adaptive::{LimitAlgorithm, Vegas, Window};
 ///
 /// let mut vegas = Vegas::new(3.0, 6.0);
 /// vegas.on_probe(&Window::uniform(10, Duration::from_millis(10), 1));
@@ -143,6 +143,18 @@ mod tests {
         let mut window = Window::uniform(100, 10 * MS, 100);
         window.dropped = true;
         assert_eq!(vegas.update(100.0, &window), 90.0);
+    }
+
+    #[test]
+    fn latencies_measured_at_zero_do_not_drive_the_limit_down() {
+        // A clock too coarse for the calls: probe and windows all measure 0 ns.
+        let mut vegas = Vegas::new(3.0, 6.0);
+        vegas.on_probe(&Window::uniform(10, Duration::ZERO, 1));
+        let mut limit = 50.0;
+        for _ in 0..20 {
+            limit = vegas.update(limit, &Window::uniform(100, Duration::ZERO, 100));
+        }
+        assert!(limit > 50.0, "{limit}: equal latencies are no queue");
     }
 
     #[test]

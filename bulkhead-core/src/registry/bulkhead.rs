@@ -7,11 +7,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bulkhead_config_types::{BulkheadConfig, Kind, Limits, SemaphoreConfig, ThreadPoolConfig};
+use bulkhead_config_types::{
+    AdaptiveConfig, BulkheadConfig, Kind, Limits, Partitions, PerKeyConfig, RateLimitConfig,
+    SemaphoreConfig, ThreadPoolConfig,
+};
 
 use crate::BulkheadName;
 use crate::clock::Clock;
 use crate::semaphore::{SemaphoreBulkhead, SemaphoreShutdown};
+use crate::shares::PartitionNamesChanged;
 use crate::snapshot::BulkheadSnapshot;
 use crate::thread_pool::{ShutdownReport, ThreadPoolBulkhead};
 
@@ -34,33 +38,18 @@ impl Bulkhead {
         clock: Arc<dyn Clock>,
     ) -> Self {
         let name = name.into();
-        let bulkhead = match &config.limits {
-            Limits::Semaphore(limits) => Bulkhead::Semaphore(
-                SemaphoreBulkhead::with_clock(name, limits, clock)
-                    .with_rate_limit(config.rate_limit.as_ref())
-                    .with_call_timeout(config.timeout.map(|t| t.as_std()))
-                    .with_adaptive(config.adaptive.as_ref())
-                    .with_partitions(&config.partitions)
-                    .with_per_key(config.per_key.as_ref()),
-            ),
-            Limits::ThreadPool(limits) => Bulkhead::ThreadPool(
-                ThreadPoolBulkhead::with_clock(name, limits, clock)
-                    .with_rate_limit(config.rate_limit.as_ref())
-                    .with_call_timeout(config.timeout.map(|t| t.as_std()))
-                    .with_adaptive(config.adaptive.as_ref())
-                    .with_partitions(&config.partitions)
-                    .with_per_key(config.per_key.as_ref()),
-            ),
+        match &config.limits {
+            Limits::Semaphore(limits) => {
+                let b = SemaphoreBulkhead::with_clock(name, limits, clock);
+                configure(&b, config);
+                Bulkhead::Semaphore(b)
+            }
+            Limits::ThreadPool(limits) => {
+                let b = ThreadPoolBulkhead::with_clock(name, limits, clock);
+                configure(&b, config);
+                Bulkhead::ThreadPool(b)
+            }
             _ => unreachable!("the bulkhead crates are pinned to one release: no other kind"),
-        };
-        bulkhead.telemetry().set_saturation(config.saturation);
-        bulkhead
-    }
-
-    fn telemetry(&self) -> &crate::telemetry::Telemetry {
-        match self {
-            Bulkhead::Semaphore(b) => b.telemetry(),
-            Bulkhead::ThreadPool(b) => b.telemetry(),
         }
     }
 
@@ -122,11 +111,7 @@ impl Bulkhead {
             }
             _ => return None,
         };
-        Some(Resize {
-            bulkhead: self,
-            config,
-            limits,
-        })
+        Some(Resize { config, limits })
     }
 
     /// Whether `partitions` keeps the running partition names (a reload may change shares
@@ -148,11 +133,18 @@ impl Bulkhead {
             Bulkhead::ThreadPool(b) => BulkheadShutdown::ThreadPool(b.shutdown(timeout)),
         }
     }
+
+    /// Stops admission without waiting (the first half of [`shutdown`](Self::shutdown)).
+    pub(crate) fn stop_admission(&self) {
+        match self {
+            Bulkhead::Semaphore(b) => b.stop_admission(),
+            Bulkhead::ThreadPool(b) => b.shared().begin_shutdown(),
+        }
+    }
 }
 
 /// A resize checked to keep the bulkhead's kind, applied after a whole reload is checked.
 pub(super) struct Resize<'a> {
-    bulkhead: &'a Bulkhead,
     pub(super) config: &'a BulkheadConfig,
     limits: KindLimits<'a>,
 }
@@ -164,31 +156,69 @@ enum KindLimits<'a> {
 
 impl Resize<'_> {
     pub(super) fn apply(&self) {
-        self.bulkhead
-            .telemetry()
-            .set_saturation(self.config.saturation);
-        let rate_limit = self.config.rate_limit.as_ref();
-        let call_timeout = self.config.timeout.map(|t| t.as_std());
-        let adaptive = self.config.adaptive.as_ref();
-        // The same setters on either kind (each its own type).
-        macro_rules! apply_to {
-            ($b:expr, $limits:expr) => {{
-                let b = $b;
-                b.resize($limits);
-                b.set_rate_limit(rate_limit);
-                b.set_call_timeout(call_timeout);
-                b.set_adaptive(adaptive);
-                // Checked with the whole reload (`check_partitions`): the names are the same.
-                let _ = b.set_partitions(&self.config.partitions);
-                b.set_per_key(self.config.per_key.as_ref());
-            }};
-        }
         match self.limits {
-            KindLimits::Semaphore(b, limits) => apply_to!(b, limits),
-            KindLimits::ThreadPool(b, limits) => apply_to!(b, limits),
+            KindLimits::Semaphore(b, limits) => {
+                b.resize(limits);
+                configure(b, self.config);
+            }
+            KindLimits::ThreadPool(b, limits) => {
+                b.resize(limits);
+                configure(b, self.config);
+            }
         }
     }
 }
+
+/// The policies both kinds carry beside their size, each set live from the config.
+trait Policies {
+    fn telemetry(&self) -> &crate::telemetry::Telemetry;
+    fn set_rate_limit(&self, config: Option<&RateLimitConfig>);
+    fn set_call_timeout(&self, timeout: Option<Duration>);
+    fn set_adaptive(&self, config: Option<&AdaptiveConfig>);
+    fn set_partitions(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged>;
+    fn set_per_key(&self, config: Option<&PerKeyConfig>);
+}
+
+/// The one place a bulkhead's policies follow its config: when it is built and on every
+/// reload (after its resize). The partition names are fixed by the first set and checked
+/// with the whole reload (`check_partitions`) before anything is applied, so setting them
+/// here cannot fail.
+fn configure(b: &impl Policies, config: &BulkheadConfig) {
+    b.telemetry().set_saturation(config.saturation);
+    b.set_rate_limit(config.rate_limit.as_ref());
+    b.set_call_timeout(config.timeout.map(|t| t.as_std()));
+    b.set_adaptive(config.adaptive.as_ref());
+    let _ = b.set_partitions(&config.partitions);
+    b.set_per_key(config.per_key.as_ref());
+}
+
+/// The same inherent methods on either kind (each its own type).
+macro_rules! policies_of {
+    ($kind:ty) => {
+        impl Policies for $kind {
+            fn telemetry(&self) -> &crate::telemetry::Telemetry {
+                <$kind>::telemetry(self)
+            }
+            fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
+                <$kind>::set_rate_limit(self, config);
+            }
+            fn set_call_timeout(&self, timeout: Option<Duration>) {
+                <$kind>::set_call_timeout(self, timeout);
+            }
+            fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
+                <$kind>::set_adaptive(self, config);
+            }
+            fn set_partitions(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+                <$kind>::set_partitions(self, partitions)
+            }
+            fn set_per_key(&self, config: Option<&PerKeyConfig>) {
+                <$kind>::set_per_key(self, config);
+            }
+        }
+    };
+}
+policies_of!(SemaphoreBulkhead);
+policies_of!(ThreadPoolBulkhead);
 
 /// What shutting down one bulkhead did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,6 +33,7 @@ pub use reload::{DeployBase, DeployRefused, ReloadError, ReloadProblem, ReloadRe
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ use parking_lot::Mutex;
 
 use crate::BulkheadName;
 use crate::clock::{Clock, system_clock};
-use crate::declaration::{DeclarationSite, Declarations};
+use crate::declaration::{Declaration, DeclarationSite, Declarations};
 use crate::reloads::ReloadLog;
 use crate::semaphore::SemaphoreBulkhead;
 use crate::snapshot::BulkheadSnapshot;
@@ -110,9 +111,10 @@ struct Registered {
 /// assert_eq!(payment.snapshot().limit, 10);
 /// ```
 pub struct Registry {
-    /// Names are leaked once per registered bulkhead (entries live as long as the registry,
-    /// and the process-wide one for the whole program), so every refusal's name is a
-    /// `&'static str`: building and dropping the error touch no reference count.
+    /// Names are interned once per distinct name for the life of the process
+    /// ([`intern`]: registries built and dropped again and again hold no more than the
+    /// names they share), so every refusal's name is a `&'static str`: building and
+    /// dropping the error touch no reference count.
     entries: DashMap<&'static str, Registered>,
     clock: Arc<dyn Clock>,
     /// The deploy last applied (`None`: none yet). Its lock serialises reloads and orders
@@ -191,7 +193,7 @@ impl Registry {
             return same_kind(name, &existing.bulkhead, config);
         }
         let deploy = self.deploy.lock();
-        let name: &'static str = Box::leak(Box::from(name));
+        let name = intern(name);
         match self.entries.entry(name) {
             Entry::Occupied(existing) => same_kind(name, &existing.get().bulkhead, config),
             Entry::Vacant(vacant) => {
@@ -268,25 +270,63 @@ impl Registry {
         snapshots
     }
 
-    /// Shuts every registered bulkhead down at once: admission stops everywhere, then each
-    /// waits for its running work; the whole takes at most about `timeout`.
+    /// Shuts every registered bulkhead down at once: admission stops everywhere, then
+    /// their running work is waited for until `timeout` has passed (measured once, for
+    /// all of them), by at most eight threads (the caller's included) however many
+    /// bulkheads there are.
     pub fn shutdown(&self, timeout: Duration) -> BTreeMap<String, BulkheadShutdown> {
+        let deadline = self.clock.now().checked_add(timeout);
         let bulkheads: Vec<(String, Bulkhead)> = self
             .entries
             .iter()
             .map(|e| (e.key().to_string(), e.bulkhead.clone()))
             .collect();
+        // Admission stops everywhere first, so no bulkhead waits for the others to begin.
+        for (_, bulkhead) in &bulkheads {
+            bulkhead.stop_admission();
+        }
+        let next = AtomicUsize::new(0);
+        let drain = || {
+            let mut done = Vec::new();
+            while let Some((name, bulkhead)) = bulkheads.get(next.fetch_add(1, Relaxed)) {
+                let left = deadline.map_or(Duration::MAX, |d| {
+                    d.saturating_duration_since(self.clock.now())
+                });
+                done.push((name.clone(), bulkhead.shutdown(left)));
+            }
+            done
+        };
         std::thread::scope(|s| {
-            let running: Vec<_> = bulkheads
-                .iter()
-                .map(|(name, bulkhead)| (name, s.spawn(move || bulkhead.shutdown(timeout))))
+            let helpers: Vec<_> = (1..SHUTDOWN_THREADS.min(bulkheads.len()))
+                .map_while(|_| std::thread::Builder::new().spawn_scoped(s, drain).ok())
                 .collect();
-            running
-                .into_iter()
-                .filter_map(|(name, handle)| Some((name.clone(), handle.join().ok()?)))
-                .collect()
+            // This thread drains too: with no helper (the OS refused them) it does it all.
+            let mut reports: BTreeMap<String, BulkheadShutdown> = drain().into_iter().collect();
+            for helper in helpers {
+                if let Ok(done) = helper.join() {
+                    reports.extend(done);
+                }
+            }
+            reports
         })
     }
+}
+
+/// The most threads [`Registry::shutdown`] waits on bulkheads with (its caller's included).
+const SHUTDOWN_THREADS: usize = 8;
+
+/// `name` as a `&'static str` shared by every registry of the process: allocated the first
+/// time the name is registered anywhere, reused after (bounded by the distinct names,
+/// however many registries come and go). Registration only, never on a call's path.
+fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<std::collections::HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Mutex::default).lock();
+    if let Some(&interned) = names.get(name) {
+        return interned;
+    }
+    let interned: &'static str = Box::leak(Box::from(name));
+    names.insert(interned);
+    interned
 }
 
 fn same_kind(
@@ -329,8 +369,20 @@ impl fmt::Debug for Registry {
 /// (the message names both sites). Such a program cannot run either of them; call
 /// [`Declarations::check`] at start-up to get it as an error instead.
 pub fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| {
+    &program().registry
+}
+
+/// The process-wide registry and, for each of the program's declarations, its bulkhead.
+struct Program {
+    registry: Registry,
+    /// By the address of the `static` declaration: the handle an annotated function's first
+    /// call takes ([`declared_handle`]).
+    handles: std::collections::HashMap<usize, Bulkhead>,
+}
+
+fn program() -> &'static Program {
+    static PROGRAM: OnceLock<Program> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
         let declarations = Declarations::of_program();
         for declared in declarations {
             for (site, _) in declared.overridden() {
@@ -345,9 +397,48 @@ pub fn registry() -> &'static Registry {
                 );
             }
         }
-        match Registry::from_declarations(declarations, system_clock()) {
+        let registry = match Registry::from_declarations(declarations, system_clock()) {
             Ok(registry) => registry,
             Err(conflict) => panic!("{conflict}"),
-        }
+        };
+        let handles = crate::declaration::DECLARATIONS
+            .iter()
+            .filter_map(|d| Some((declaration_key(d), registry.get(d.name)?)))
+            .collect();
+        Program { registry, handles }
     })
+}
+
+fn declaration_key(declaration: &Declaration) -> usize {
+    std::ptr::from_ref(declaration).addr()
+}
+
+/// The bulkhead of an annotated function's declaration in the process-wide [`registry`],
+/// built when the registry was (nothing rebuilt, validated again or looked up by name);
+/// `None` for a declaration the linker did not gather (the caller registers it then).
+#[doc(hidden)]
+pub fn declared_handle(declaration: &'static Declaration) -> Option<Bulkhead> {
+    program()
+        .handles
+        .get(&declaration_key(declaration))
+        .cloned()
+}
+
+#[cfg(all(test, not(loom)))]
+mod intern_tests {
+    use bulkhead_config_types::BulkheadConfig;
+
+    #[test]
+    fn a_name_is_interned_once_however_many_registries_register_it() {
+        let config = BulkheadConfig::semaphore(Default::default());
+        let interned = super::intern("intern-once");
+        for _ in 0..100 {
+            let registry = super::Registry::new();
+            let bulkhead = registry.register("intern-once", &config).unwrap();
+            assert!(
+                std::ptr::eq(bulkhead.name().as_ptr(), interned.as_ptr()),
+                "every registry shares the one copy of the name"
+            );
+        }
+    }
 }

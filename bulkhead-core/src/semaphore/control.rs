@@ -58,12 +58,14 @@ impl SemaphoreBulkhead {
         self
     }
 
-    /// Changes the rate limit live (`None` removes it); see [`RateLimiter::reconfigure`].
+    /// Changes the rate limit live (`None` removes it).
     pub fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
         self.shared.rate.reconfigure(config);
     }
 
-    /// The rate limiter checked before each admission.
+    /// The rate limiter checked before each admission (the crates' tests look at it; not
+    /// part of the facade's documented surface).
+    #[doc(hidden)]
     pub fn rate_limiter(&self) -> &RateLimiter {
         &self.shared.rate
     }
@@ -133,11 +135,15 @@ impl SemaphoreBulkhead {
     /// Callers waiting for a permit and every later acquisition are refused with
     /// [`BulkheadError::ShutDown`]. Running calls are never interrupted: those still
     /// running when `timeout` passes are reported, and release their permits normally.
+    ///
+    /// Any number of threads may call it at once: each returns by its own deadline, and
+    /// all report the same refused waiters.
     pub fn shutdown(&self, timeout: Duration) -> SemaphoreShutdown {
         let shared = &*self.shared;
         // `None`: a timeout too long for an `Instant` (`Duration::MAX`) waits for good.
         let deadline = shared.clock.now().checked_add(timeout);
-        let waiters_refused = shared.close(std::thread::current());
+        let me = std::thread::current();
+        let waiters_refused = shared.close(Some(me.clone()));
         let still_running = loop {
             let running = shared.running();
             if running == 0 || deadline.is_some_and(|d| shared.clock.now() >= d) {
@@ -148,11 +154,16 @@ impl SemaphoreBulkhead {
                 None => std::thread::park(),
             }
         };
-        shared.waiters.lock().drain = None;
+        shared.stop_draining(&me);
         SemaphoreShutdown {
             waiters_refused,
             still_running,
         }
+    }
+
+    /// Stops admission without waiting (the first half of [`shutdown`](Self::shutdown)).
+    pub(crate) fn stop_admission(&self) {
+        self.shared.close(None);
     }
 
     /// True once [`shutdown`](Self::shutdown) has been called.

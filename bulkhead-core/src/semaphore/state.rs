@@ -70,8 +70,11 @@ pub(super) const fn available(state: isize) -> isize {
 #[derive(Default)]
 pub(super) struct Waiters {
     pub(super) queue: VecDeque<sync::Arc<Waiter>>,
-    /// The thread waiting in [`SemaphoreBulkhead::shutdown`] for running calls to finish.
-    pub(super) drain: Option<Thread>,
+    /// The threads waiting in [`SemaphoreBulkhead::shutdown`] for running calls to finish
+    /// (any number of callers may wait at once; each release wakes them all).
+    pub(super) drain: Vec<Thread>,
+    /// Waiters refused by the shutdown, so that every `shutdown` caller reports them.
+    pub(super) refused_by_shutdown: u64,
     /// Async waiters in `queue` (`deadlines.rs`, invariant 7).
     pub(super) timed: usize,
     /// The one timer of the async waiters' `max_wait` (`deadlines.rs`).
@@ -264,7 +267,7 @@ impl Shared {
         if let Some(waiter) = granted {
             waiter.wake();
         }
-        if let Some(thread) = drain {
+        for thread in drain {
             thread.unpark();
         }
     }
@@ -385,17 +388,29 @@ impl Shared {
             Ok(false) => {}
             Err(_) => return Waited::ShutDown,
         }
+        // A clock that panics (or anything else unwinding out of the wait) must not leave
+        // this waiter queued, where it would swallow the next permit.
+        let queued = LeaveOnUnwind {
+            shared: self,
+            waiter: &waiter,
+        };
         let start = self.clock.now();
-        let deadline = start + max_wait;
-        loop {
+        // `None`: a wait too long for an `Instant` never times out.
+        let deadline = start.checked_add(max_wait);
+        let waited = loop {
             if let Some(resolved) = waiter.resolved(|| max_wait) {
-                return resolved;
+                break resolved;
             }
-            if self.clock.now() >= deadline {
-                return self.give_up(&waiter, start);
+            match deadline {
+                Some(deadline) if self.clock.now() >= deadline => {
+                    break self.give_up(&waiter, start);
+                }
+                Some(deadline) => self.clock.park_until(deadline),
+                None => std::thread::park(),
             }
-            self.clock.park_until(deadline);
-        }
+        };
+        std::mem::forget(queued);
+        waited
     }
 
     /// A queued waiter's `max_wait` has passed: it leaves the queue, unless a permit or
@@ -438,12 +453,12 @@ impl Shared {
     }
 
     /// Stops admission: sets [`SHUT_DOWN`], refuses every queued waiter (woken once the
-    /// lock is released, returned here) and records `drain`, the thread that waits for the
-    /// running calls, so that every release from now on wakes it. Returns the waiters
-    /// refused.
-    pub(super) fn close(&self, drain: Thread) -> u64 {
+    /// lock is released) and, with `drain`, adds a thread that waits for the running calls,
+    /// so that every release from now on wakes it. Returns the waiters refused by the
+    /// shutdown so far (the same count for every caller).
+    pub(super) fn close(&self, drain: Option<Thread>) -> u64 {
         let mut refused = Vec::new();
-        {
+        let count = {
             let mut waiters = self.waiters.lock();
             self.state.fetch_or(SHUT_DOWN, AcqRel);
             for waiter in waiters.queue.drain(..) {
@@ -453,13 +468,22 @@ impl Shared {
             waiters.timed = 0;
             waiters.timer = None;
             self.state.fetch_and(!HAS_WAITERS, AcqRel);
-            waiters.drain = Some(drain);
-        }
-        let count = refused.len() as u64;
+            waiters.drain.extend(drain);
+            waiters.refused_by_shutdown += refused.len() as u64;
+            waiters.refused_by_shutdown
+        };
         for waiter in refused {
             waiter.wake();
         }
         count
+    }
+
+    /// Takes `drain` (a thread `close` added) out of the threads woken by releases.
+    pub(super) fn stop_draining(&self, drain: &Thread) {
+        let mut waiters = self.waiters.lock();
+        if let Some(at) = waiters.drain.iter().position(|t| t.id() == drain.id()) {
+            waiters.drain.swap_remove(at);
+        }
     }
 
     /// True once [`close`](Self::close) has run.
@@ -476,4 +500,19 @@ pub(super) fn permits_to_state(permits: u32) -> isize {
 /// `n` as a `u32`, negative counts as 0.
 pub(super) fn clamp_u32(n: isize) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// Takes a blocking waiter out of the queue if its wait unwinds; a permit granted to it
+/// meanwhile is released (it has no holder).
+struct LeaveOnUnwind<'a> {
+    shared: &'a Shared,
+    waiter: &'a sync::Arc<Waiter>,
+}
+
+impl Drop for LeaveOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.shared.leave_queue(self.waiter) {
+            self.shared.release();
+        }
+    }
 }

@@ -130,8 +130,7 @@ impl KeyTable {
 
     #[inline]
     fn shard(&self, id: u64) -> &Mutex<Ids> {
-        // The map's buckets use the id's low bits: the shard takes others.
-        &self.shards[(id >> 32) as usize & (self.shards.len() - 1)]
+        &self.shards[shard_index(id, self.shards.len())]
     }
 
     /// Counts a call of key `id` in; `None` when the key (or the overflow entry) already
@@ -383,7 +382,26 @@ pub(crate) fn key_id<K: Hash + ?Sized>(key: &K) -> u64 {
         .hash_one(key)
 }
 
-/// The map's hasher: key ids are already uniform hashes, so it passes them through.
+/// The shard of `id` among `shards` (a power of two). The map's buckets use the mixed id's
+/// low bits: the shard takes its high ones.
+#[inline]
+fn shard_index(id: u64, shards: usize) -> usize {
+    (mix(id) >> 40) as usize & (shards - 1)
+}
+
+/// Spreads an id over all 64 bits (splitmix64's finaliser, a bijection). Ids from
+/// [`key_id`] are uniform already, but a caller may pass its own (`Admission::key_id`):
+/// snowflake-style ids, whose low bits are all zero, would otherwise land in one bucket of
+/// the map and one shard, making every lookup a scan.
+#[inline]
+pub(crate) fn mix(id: u64) -> u64 {
+    let mut z = id;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The map's hasher: the id, mixed ([`mix`]).
 #[derive(Default)]
 pub(crate) struct KeyIdHasher(u64);
 
@@ -400,7 +418,7 @@ impl Hasher for KeyIdHasher {
     }
 
     fn write_u64(&mut self, id: u64) {
-        self.0 = id;
+        self.0 = mix(id);
     }
 }
 

@@ -113,3 +113,52 @@ fn the_snapshot_lists_the_busiest_keys_first() {
     assert_eq!(top[0].in_flight, 15);
     assert!(top.windows(2).all(|w| w[0].in_flight >= w[1].in_flight));
 }
+
+/// 160 000 snowflake-style ids (a millisecond timestamp above 22 zero bits): where their
+/// work goes is counted, not timed. Unmixed, every one of them had the same low bits (one
+/// bucket of the map: each lookup a scan of all the others, quadratic in all) and the same
+/// shard.
+#[test]
+fn snowflake_ids_spread_over_the_maps_buckets_and_the_shards() {
+    const IDS: u64 = 160_000;
+    const SHARDS: usize = 256;
+    let ids = (0..IDS).map(|i| (1_700_000_000_000 + i) << 22);
+    let mut buckets = std::collections::HashSet::new();
+    let mut per_shard = [0u32; SHARDS];
+    for id in ids {
+        let mut hasher = KeyIdHasher::default();
+        hasher.write_u64(id);
+        // The bucket a table of 2^18 buckets would probe first.
+        buckets.insert(hasher.finish() & ((1 << 18) - 1));
+        per_shard[shard_index(id, SHARDS)] += 1;
+    }
+    // Uniform hashes fill about 1 - e^(-0.61) of 2^18 buckets: ~0.75 of the ids' count.
+    assert!(
+        buckets.len() as u64 > IDS * 7 / 10,
+        "{} distinct first buckets for {IDS} ids",
+        buckets.len()
+    );
+    let mean = IDS as u32 / SHARDS as u32;
+    assert!(
+        per_shard.iter().all(|&n| n > mean / 2 && n < mean * 2),
+        "shards from {:?} to {:?} ids (mean {mean})",
+        per_shard.iter().min(),
+        per_shard.iter().max()
+    );
+}
+
+#[test]
+fn a_table_counts_160_000_snowflake_ids_each_under_its_own_place() {
+    let t = table(1, 200_000);
+    let ids: Vec<u64> = (0..160_000u64)
+        .map(|i| (1_700_000_000_000 + i) << 22)
+        .collect();
+    let held: Vec<_> = ids.iter().map(|&id| t.enter(id).unwrap()).collect();
+    assert_eq!(t.snapshot().keys_tracked, 160_000);
+    assert_eq!(
+        t.snapshot().keys_at_limit,
+        160_000,
+        "each id at its own cap of 1"
+    );
+    held.into_iter().for_each(|hold| t.leave(hold));
+}

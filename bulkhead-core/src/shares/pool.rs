@@ -205,8 +205,9 @@ impl<'a> PoolAdmission<'a> {
 
 impl PoolAdmission<'_> {
     /// [`call_async`](Self::call_async) under the pool's call timeout, as
-    /// [`ThreadPoolBulkhead::call_async_timed`]: a body still running at the deadline is
-    /// dropped on its worker and the call returns `Ok(Err(CallTimeout))`.
+    /// [`ThreadPoolBulkhead::call_async_timed`]: at the deadline the call returns
+    /// `Ok(Err(CallTimeout))`, whether or not the body yields (one that does is dropped
+    /// on its worker there).
     ///
     /// # Errors
     ///
@@ -226,8 +227,9 @@ impl PoolAdmission<'_> {
         let pool = self.pool.clone();
         // Without a timeout the deadline is none and the body is never cut short.
         let timeout = pool.shared().call_timeout.get();
-        let call = self.call_async(input, pool.under_deadline(timeout, body));
-        async move { pool.settle_deadline(call.await, timeout.unwrap_or_default()) }
+        let body = crate::thread_pool::cut_at_deadline(&pool, body);
+        let (on_worker, caller) = pool.timed_parts(timeout, body);
+        caller.wait(self.call_async(input, on_worker))
     }
 }
 

@@ -69,7 +69,7 @@ use histogram::Histogram;
 use refusal_log::RefusalLog;
 
 /// The tracing target of every span and event of this crate.
-pub const TARGET: &str = "bulkhead";
+pub(crate) const TARGET: &str = "bulkhead";
 
 /// Whether any subscriber might record an `INFO` span: the compile-time and the global
 /// maximum level (one relaxed load). The callsite's own interest is checked after it.

@@ -12,7 +12,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bulkhead_config_types::OnFull;
 
@@ -23,6 +23,14 @@ use crate::events::CallOutcome;
 use crate::reentry;
 use crate::sync::Arc;
 use crate::{BulkheadError, Refused};
+
+/// Where an admitted call's task was queued: by which id it is cancelled or withdrawn, and
+/// when (on the pool's clock) it was queued.
+#[derive(Clone, Copy)]
+pub(crate) struct Queued {
+    pub(crate) id: u64,
+    pub(crate) enqueued: Instant,
+}
 
 /// Where an admitted blocking call runs.
 pub(crate) enum Admission {
@@ -152,8 +160,8 @@ impl Shared {
         self.room.wake_one();
     }
 
-    /// Queues an admitted job and makes sure a worker will take it. Returns the job's id
-    /// while it is queued (for cancellation), `None` if it was failed instead (only when
+    /// Queues an admitted job and makes sure a worker will take it. Returns where it is
+    /// queued (for cancellation and withdrawal), `None` if it was failed instead (only when
     /// the pool is shutting down).
     ///
     /// The common case under load — every worker busy, the pool at `max_threads` — takes
@@ -162,26 +170,25 @@ impl Shared {
     /// worker that goes idle clears `direct` and, after its own fence, looks at the inbox
     /// again before it parks: one of the two sees the other, so no task is left without a
     /// worker.
-    pub(crate) fn enqueue(self: &Arc<Self>, job: JobRef) -> Option<u64> {
+    pub(crate) fn enqueue(self: &Arc<Self>, job: JobRef) -> Option<Queued> {
         let id = job.id();
-        let entry = Entry {
-            job,
-            id,
-            enqueued: self.clock.now(),
-        };
+        let enqueued = self.clock.now();
+        let entry = Entry { job, id, enqueued };
+        let queued = Queued { id, enqueued };
         if self.direct.load(Relaxed) {
             self.inbox.push(entry);
             crate::sync::seq_cst_fence();
             if self.direct.load(Relaxed) {
-                return Some(id);
+                return Some(queued);
             }
             // The pool changed meanwhile (a worker went idle, it may grow, or it shuts
             // down): the lock moves the task into the queue, and a worker is found for it.
             let st = self.lock_state();
             if st.shutting_down {
-                return self.fail_if_queued(st, id);
+                return self.fail_if_queued(st, id).then_some(queued);
             }
-            return self.find_worker(st, id);
+            self.find_worker(st);
+            return Some(queued);
         }
         let mut st = self.lock_state();
         if st.shutting_down {
@@ -190,7 +197,8 @@ impl Shared {
             return None;
         }
         st.queue.push(entry);
-        self.find_worker(st, id)
+        self.find_worker(st);
+        Some(queued)
     }
 
     /// With task `id` queued, makes sure a worker will take it. Any idle worker is claimed,
@@ -201,7 +209,7 @@ impl Shared {
     /// on one of the `max_threads` left. Never refused here: the call was admitted. Only a
     /// call admitted just before a shrink can find the queue above the new capacity, and
     /// that excess only drains.
-    fn find_worker(self: &Arc<Self>, mut st: StateGuard<'_>, id: u64) -> Option<u64> {
+    fn find_worker(self: &Arc<Self>, mut st: StateGuard<'_>) {
         if let Some((_, worker)) = st.idle.pop() {
             st.pending += 1;
             self.idle_claims.fetch_add(1, Relaxed);
@@ -214,24 +222,49 @@ impl Shared {
         } else {
             st.largest_queued = st.largest_queued.max(st.unassigned());
         }
-        Some(id)
     }
 
     /// A task queued through the inbox as the pool began to shut down: failed like any
     /// call that reaches a shutting-down pool, if no worker has taken it (and the shutdown
-    /// has not failed it) yet.
+    /// has not failed it) yet. True if it is still queued (or taken by a worker).
     #[cold]
-    fn fail_if_queued(&self, mut st: StateGuard<'_>, id: u64) -> Option<u64> {
+    fn fail_if_queued(&self, mut st: StateGuard<'_>, id: u64) -> bool {
         let now = self.clock.now();
         let entry = st.queue.remove(id, now);
         drop(st);
         match entry {
             Some(entry) => {
                 self.fail_admitted(entry.job, self.shut_down_error());
-                None
+                false
             }
-            None => Some(id),
+            None => true,
         }
+    }
+
+    /// When a caller whose task is `queued` stops waiting for a worker (`max_queue_wait`
+    /// after it was queued), if the config limits the wait.
+    #[inline]
+    pub(crate) fn queue_deadline(&self, queued: &Queued) -> Option<Instant> {
+        queued.enqueued.checked_add(self.max_queue_wait()?)
+    }
+
+    /// The caller's side of `max_queue_wait`: at its deadline a task still queued is taken
+    /// out (it never runs), counted and failed with `QueueTimeout`, so its caller is answered
+    /// whether or not a worker comes for it. A task a worker has taken runs to its end.
+    pub(crate) fn withdraw_stale(&self, queued: Queued) {
+        let now = self.clock.now();
+        let entry = self.lock_state().queue.remove(queued.id, now);
+        if let Some(entry) = entry {
+            let waited = now.saturating_duration_since(entry.enqueued);
+            self.fail_stale(entry, waited);
+        }
+    }
+
+    /// Fails a task taken out of the queue because it waited `waited`, too long.
+    pub(super) fn fail_stale(&self, entry: Entry, waited: Duration) {
+        self.telemetry.record_queue_time(waited);
+        let name = self.name.clone();
+        self.fail_admitted(entry.job, BulkheadError::QueueTimeout { name, waited });
     }
 
     /// Removes a queued job whose async caller went away. True if it was still queued.

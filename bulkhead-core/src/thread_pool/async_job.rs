@@ -267,7 +267,10 @@ where
                 futures_executor::block_on(body(input))
             }))
         };
+        // A timed body cut at its deadline (`thread_pool::timed`) was dropped, not finished.
+        let cut = crate::call_timeout::take_cut();
         let (outcome, ran) = match result {
+            Ok(value) if cut => (Outcome::Ran(value), CallOutcome::Cancelled),
             Ok(value) => (Outcome::Ran(value), CallOutcome::Completed),
             Err(payload) => (
                 Outcome::Panicked(explain_missing_runtime(payload)),

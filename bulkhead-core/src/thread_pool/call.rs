@@ -128,7 +128,12 @@ impl ThreadPoolBulkhead {
         shared.counters.permitted.fetch_add(1, Relaxed);
         shared.telemetry.on_permitted();
         let outcome = job::call_blocking(input, body, |job| {
-            shared.enqueue(job);
+            let queued = shared.enqueue(job)?;
+            Some(job::Withdraw {
+                clock: &*shared.clock,
+                at: shared.queue_deadline(&queued)?,
+                withdraw: move || shared.withdraw_stale(queued),
+            })
         });
         shared.settle(outcome)
     }

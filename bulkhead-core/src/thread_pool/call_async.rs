@@ -12,6 +12,7 @@ use std::time::Instant;
 use bulkhead_config_types::OnFull;
 
 use super::ThreadPoolBulkhead;
+use super::admission::Queued;
 use super::async_job::{AsyncTask, WakerId};
 use super::job::JobRef;
 use super::shared::deadline;
@@ -60,12 +61,14 @@ enum State<I, F, Fut: Future> {
         sleep: Option<Sleep>,
         ticket: Option<u64>,
     },
-    /// Handed to the pool; `id` is set while it may still be queued.
+    /// Handed to the pool; `queued` is set while it may still be queued.
     Submitted {
         task: Arc<AsyncTask<I, F, Fut::Output>>,
-        id: Option<u64>,
+        queued: Option<Queued>,
         /// The waker the last pending poll left with the task.
         left: Option<WakerId>,
+        /// Fires at the task's `max_queue_wait` deadline: the caller withdraws it then.
+        expiry: Option<Sleep>,
     },
     /// Polled by the caller: a re-entrant call, or `on_full: caller-runs` (`counted`).
     Inline {
@@ -153,11 +156,16 @@ where
         shared.counters.permitted.fetch_add(1, Relaxed);
         shared.telemetry.on_permitted();
         let (job, task) = AsyncTask::<I, F, Fut::Output>::job(input, body);
-        let id = shared.enqueue(JobRef::new(job));
+        let queued = shared.enqueue(JobRef::new(job));
+        let expiry = queued
+            .as_ref()
+            .and_then(|queued| shared.queue_deadline(queued))
+            .map(|at| shared.clock.sleep_until(at));
         State::Submitted {
             task,
-            id,
+            queued,
             left: None,
+            expiry,
         }
     }
 
@@ -206,10 +214,30 @@ where
         let _span = this.span.as_ref().map(tracing::Span::enter);
         loop {
             // Handed to the pool: the common poll, with nothing moved.
-            if let State::Submitted { task, left, .. } = &mut this.state {
-                let outcome = std::task::ready!(task.poll_outcome(cx, left));
-                this.state = State::Done;
-                return Poll::Ready(shared.settle(outcome));
+            if let State::Submitted {
+                task,
+                left,
+                expiry,
+                queued,
+            } = &mut this.state
+            {
+                if let Poll::Ready(outcome) = task.poll_outcome(cx, left) {
+                    this.state = State::Done;
+                    return Poll::Ready(shared.settle(outcome));
+                }
+                // `max_queue_wait` passed: a task still queued is withdrawn (failed with
+                // `QueueTimeout`, delivered at once); one a worker took runs to its end.
+                if !expiry
+                    .as_mut()
+                    .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
+                {
+                    return Poll::Pending;
+                }
+                *expiry = None;
+                if let Some(queued) = queued.take() {
+                    shared.withdraw_stale(queued);
+                }
+                continue;
             }
             if let State::Inline {
                 fut,
@@ -416,10 +444,10 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
             } if !shared.room.deregister(*ticket) => shared.room.wake_one(),
             // Still queued: remove it so it never runs and its slot frees now. Otherwise a
             // worker has it: it sees the caller gone and skips it, or finishes it.
-            State::Submitted { task, id, .. } => {
+            State::Submitted { task, queued, .. } => {
                 task.caller_gone();
-                if let Some(id) = id {
-                    shared.cancel_queued(*id);
+                if let Some(queued) = queued {
+                    shared.cancel_queued(queued.id);
                 }
             }
             // Caller-runs given up part-way (a panic was counted where it happened).

@@ -209,7 +209,39 @@ where
 /// Blocks until the task is done, then drops whatever outcome is left, on this thread.
 struct WaitForDone<'t, I, F, R>(&'t SyncTask<I, F, R>);
 
+/// When a blocking caller stops waiting for its task to be taken, and how it withdraws it
+/// (`max_queue_wait`): at `at` on `clock`, `withdraw` fails the task if it is still queued
+/// (which ends the wait), else the caller waits for the task a worker took.
+pub(crate) struct Withdraw<'c, W> {
+    pub(crate) clock: &'c dyn crate::clock::Clock,
+    pub(crate) at: std::time::Instant,
+    pub(crate) withdraw: W,
+}
+
+/// A submission whose caller never withdraws its task.
+#[cfg(all(test, not(loom)))]
+pub(crate) type NoWithdraw = Option<Withdraw<'static, fn()>>;
+
 impl<I, F, R> WaitForDone<'_, I, F, R> {
+    /// Waits until `expiry`'s deadline (withdrawing the task there), then until done.
+    fn wait_or_withdraw<W: FnOnce()>(&self, expiry: Option<Withdraw<'_, W>>) {
+        if let Some(Withdraw {
+            clock,
+            at,
+            withdraw,
+        }) = expiry
+        {
+            while !self.0.done.load(Acquire) {
+                if clock.now() >= at {
+                    withdraw();
+                    break;
+                }
+                clock.park_until(at);
+            }
+        }
+        self.wait();
+    }
+
     fn wait(&self) {
         // Spin briefly (short bodies finish within it, sparing a park/unpark pair), then park.
         let backoff = crossbeam_utils::Backoff::new();
@@ -222,8 +254,8 @@ impl<I, F, R> WaitForDone<'_, I, F, R> {
         }
     }
 
-    fn take(self) -> Option<Outcome<I, R>> {
-        self.wait();
+    fn take<W: FnOnce()>(self, expiry: Option<Withdraw<'_, W>>) -> Option<Outcome<I, R>> {
+        self.wait_or_withdraw(expiry);
         self.0.outcome.lock().take()
         // `self` drops here: waits again (already done) and finds the slot empty.
     }
@@ -239,11 +271,12 @@ impl<I, F, R> Drop for WaitForDone<'_, I, F, R> {
 /// Runs `body(input)` through `submit` and blocks until the pool has run or failed it.
 ///
 /// `submit` receives the job and must give it to the pool (or drop it); whatever it does,
-/// this returns only once the job is finished, so `body` and `input` may borrow.
-pub(crate) fn call_blocking<'a, I, F, R>(
+/// this returns only once the job is finished, so `body` and `input` may borrow. What
+/// `submit` returns says when the caller withdraws a task still queued.
+pub(crate) fn call_blocking<'a, 'c, I, F, R, W: FnOnce()>(
     input: I,
     body: F,
-    submit: impl FnOnce(JobRef),
+    submit: impl FnOnce(JobRef) -> Option<Withdraw<'c, W>>,
 ) -> Outcome<I, R>
 where
     I: Send + 'a,
@@ -263,11 +296,13 @@ where
     // SAFETY: the job may be used by a worker after this function's borrows would otherwise
     // end; `waiter` keeps this frame alive (even on unwind) until `done`, after which the pool
     // touches nothing borrowed (see the module docs, facts 1–3). Only the lifetime changes:
-    // `dyn Job + 'a` and `dyn Job + 'static` have the same layout and vtable.
+    // `dyn Job + 'a` and `dyn Job + 'static` have the same layout and vtable. The crate's
+    // one `unsafe` (the crate denies it everywhere else).
+    #[allow(unsafe_code)]
     let job: Arc<dyn Job + 'static> =
         unsafe { std::mem::transmute::<Arc<dyn Job + 'a>, Arc<dyn Job + 'static>>(job) };
-    submit(JobRef::new(job));
-    match waiter.take() {
+    let expiry = submit(JobRef::new(job));
+    match waiter.take(expiry) {
         Some(outcome) => outcome,
         // An outcome is always stored before `done`; unreachable, but never UB.
         None => unreachable_outcome(),
@@ -292,8 +327,11 @@ mod tests {
     fn on_worker(
         slot: &mut Option<JoinHandle<()>>,
         work: impl FnOnce(JobRef) + Send + 'static,
-    ) -> impl FnOnce(JobRef) + '_ {
-        move |job| *slot = Some(std::thread::spawn(move || work(job)))
+    ) -> impl FnOnce(JobRef) -> NoWithdraw + '_ {
+        move |job| {
+            *slot = Some(std::thread::spawn(move || work(job)));
+            None
+        }
     }
 
     fn run_and_deliver(job: JobRef) {
@@ -360,7 +398,14 @@ mod tests {
     #[test]
     fn dropped_job_is_abandoned_with_its_input() {
         let text = String::from("kept");
-        let outcome = call_blocking(text.as_str(), |s: &str| s.len(), drop);
+        let outcome = call_blocking(
+            text.as_str(),
+            |s: &str| s.len(),
+            |job| -> NoWithdraw {
+                drop(job);
+                None
+            },
+        );
         assert!(matches!(outcome, Outcome::Abandoned("kept")));
     }
 

@@ -21,6 +21,7 @@ use super::worker::worker_main;
 use crate::sync::Arc;
 
 /// Counts gathered by [`Shared::shutdown`].
+#[derive(Clone, Copy)]
 pub(crate) struct ShutdownCounts {
     pub completed: u64,
     pub failed_queued: u64,
@@ -57,10 +58,10 @@ impl Shared {
                     st.handles.retain(|h| !h.is_finished());
                     st.handles.push(handle);
                     st.spawning -= 1;
-                    st.shutdown_waiter.clone()
+                    st.shutdown_waiters.clone()
                 };
                 // A shutdown waiting for this handle re-checks (a spurious wake otherwise).
-                if let Some(waiter) = waiter {
+                for waiter in waiter {
                     waiter.unpark();
                 }
             }
@@ -79,9 +80,9 @@ impl Shared {
                             None => break,
                         }
                     }
-                    st.shutdown_waiter.clone()
+                    st.shutdown_waiters.clone()
                 };
-                if let Some(waiter) = waiter {
+                for waiter in waiter {
                     waiter.unpark();
                 }
                 for entry in failed {
@@ -126,6 +127,7 @@ impl Shared {
     pub(crate) fn resize(self: &Arc<Self>, config: &ThreadPoolConfig) {
         let (core, max, capacity) = sizes(config);
         self.store_on_full(config.on_full);
+        self.store_max_queue_wait(config);
         let (spawn, idle) = {
             let mut st = self.lock_state();
             st.core = core;
@@ -169,26 +171,59 @@ impl Shared {
         self.room.wake_all();
     }
 
+    /// Stops admission, waits until every worker has left or `deadline` passes, then
+    /// closes the pool once: fails what is still queued and joins the workers that exited.
+    /// Any number of callers may wait at once: each returns by its own deadline (the first
+    /// to get there closes the pool) and all return the same counts.
     pub(crate) fn shutdown(&self, timeout: Duration) -> ShutdownCounts {
         let deadline = deadline(self.clock.now(), timeout);
         self.begin_shutdown();
+        let me = std::thread::current();
         loop {
             {
                 let mut st = self.lock_state();
+                if let Some(report) = st.shutdown_report {
+                    st.forget_shutdown_waiter(&me);
+                    return report;
+                }
                 if st.threads == 0 && st.spawning == 0 {
                     break;
                 }
-                st.shutdown_waiter = Some(std::thread::current());
+                if !st.shutdown_waiters.iter().any(|t| t.id() == me.id()) {
+                    st.shutdown_waiters.push(me.clone());
+                }
             }
             if deadline.is_some_and(|deadline| self.clock.now() >= deadline) {
                 break;
             }
             park(&*self.clock, deadline);
         }
+        self.close(&me)
+    }
+
+    /// Fails what is still queued and joins the workers that exited, once; a caller that
+    /// finds another closing waits for its counts (the joins are of exited threads).
+    fn close(&self, me: &Thread) -> ShutdownCounts {
         let now = self.clock.now();
         let (remaining, still_running, completed, handles, all_exited) = {
             let mut st = self.lock_state();
-            st.shutdown_waiter = None;
+            loop {
+                if let Some(report) = st.shutdown_report {
+                    st.forget_shutdown_waiter(me);
+                    return report;
+                }
+                if !st.shutdown_closing {
+                    break;
+                }
+                if !st.shutdown_waiters.iter().any(|t| t.id() == me.id()) {
+                    st.shutdown_waiters.push(me.clone());
+                }
+                drop(st);
+                std::thread::park();
+                st = self.lock_state();
+            }
+            st.shutdown_closing = true;
+            st.forget_shutdown_waiter(me);
             let remaining = st.queue.drain_all(now);
             st.pending = 0;
             (
@@ -212,12 +247,21 @@ impl Shared {
                 joined += 1;
             }
         }
-        ShutdownCounts {
+        let report = ShutdownCounts {
             completed,
             failed_queued,
             still_running,
             joined,
+        };
+        let waiters = {
+            let mut st = self.lock_state();
+            st.shutdown_report = Some(report);
+            std::mem::take(&mut st.shutdown_waiters)
+        };
+        for waiter in waiters {
+            waiter.unpark();
         }
+        report
     }
 }
 

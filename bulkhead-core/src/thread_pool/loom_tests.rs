@@ -1,8 +1,10 @@
 //! loom models of the pool's admission and queue: the running + queued counter, the room
 //! waiters of `on_full: { wait }`, the queue bound after a shrink, cancellation, timeouts,
 //! shutdown, a task queued without the lock (the inbox) racing the last busy worker going
-//! idle, and an async caller's lock-free re-poll racing the delivery of its outcome, over
-//! every interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2).
+//! idle, an async caller's lock-free re-poll racing the delivery of its outcome, a queued
+//! task withdrawn at `max_queue_wait` racing the worker that takes it, and a partition's and
+//! a key's shares handed on to the pool's slot racing a freed one, over every interleaving
+//! (up to `LOOM_MAX_PREEMPTIONS`, default 2).
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
 //! --release --lib thread_pool::loom_tests` (a child module of `thread_pool`, for the pool's
@@ -198,32 +200,44 @@ fn a_room_waiter_that_gives_up_passes_its_wake_up_on() {
     });
 }
 
+/// `call` on a thread of its own while another fires the clock and this one plays the
+/// worker until the call is answered; the answer.
+fn answered_while_the_clock_fires<R: Send + 'static>(
+    pool: &ThreadPoolBulkhead,
+    clock: &ModelClock,
+    call: impl FnOnce(&ThreadPoolBulkhead) -> R + Send + 'static,
+) -> R {
+    let answered = std::sync::Arc::new(AtomicBool::new(false));
+    let caller = loom::thread::spawn({
+        let (pool, answered) = (pool.clone(), answered.clone());
+        move || {
+            let result = call(&pool);
+            answered.store(true, SeqCst);
+            result
+        }
+    });
+    let timer = loom::thread::spawn({
+        let clock = clock.clone();
+        move || clock.fire()
+    });
+    while !answered.load(SeqCst) {
+        if !work_one(pool) {
+            loom::thread::yield_now();
+        }
+    }
+    timer.join().unwrap();
+    caller.join().unwrap()
+}
+
 #[test]
 fn a_room_wait_timing_out_racing_a_freed_slot_is_answered_once() {
     model(|| {
         let clock = ModelClock::new();
         let pool = pool(1, 1, wait(100), &clock);
         take_the_slot(&pool);
-        let answered = std::sync::Arc::new(AtomicBool::new(false));
-        let waiter = loom::thread::spawn({
-            let (pool, answered) = (pool.clone(), answered.clone());
-            move || {
-                let result = block_on(submit(&pool, 2));
-                answered.store(true, SeqCst);
-                result
-            }
-        });
-        let timer = loom::thread::spawn({
-            let clock = clock.clone();
-            move || clock.fire()
-        });
-        while !answered.load(SeqCst) {
-            if !work_one(&pool) {
-                loom::thread::yield_now();
-            }
-        }
-        timer.join().unwrap();
-        match waiter.join().unwrap() {
+        let answer =
+            answered_while_the_clock_fires(&pool, &clock, |pool| block_on(submit(pool, 2)));
+        match answer {
             Ok(n) => assert_eq!(n, 2),
             Err(Refused { input, error }) => {
                 assert_eq!(input, 2);
@@ -426,5 +440,134 @@ fn an_async_caller_polling_without_the_job_lock_is_woken_by_the_delivery() {
         assert!(matches!(outcome, Outcome::Ran(21)));
         assert!(polls >= 1);
         worker.join().unwrap();
+    });
+}
+
+/// A queued caller withdrawing its task at `max_queue_wait` (the clock fired by another
+/// thread) racing the worker that takes it: the task runs or is failed with
+/// `QueueTimeout`, never both, its body never runs after the caller was answered, and the
+/// slot is given back exactly once.
+#[test]
+fn a_queued_task_withdrawn_at_its_deadline_racing_a_worker_runs_or_fails_once() {
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 1, OnFull::Abort, &clock);
+        let config = ThreadPoolConfig {
+            max_queue_wait: Some(bulkhead_config_types::Duration::from_millis(10)),
+            ..ThreadPoolConfig::default()
+        };
+        pool.shared().store_max_queue_wait(&config);
+        pool.shared().lock_state().policy = super::queue::QueuePolicy::from_config(&config);
+        let ran = std::sync::Arc::new(AtomicBool::new(false));
+        let answered = std::sync::Arc::new(AtomicBool::new(false));
+        let caller = loom::thread::spawn({
+            let (pool, ran, answered) = (pool.clone(), ran.clone(), answered.clone());
+            let seen = answered.clone();
+            move || {
+                let result = block_on(pool.call_async(3u32, move |n| async move {
+                    assert!(
+                        !seen.load(SeqCst),
+                        "the body ran after its caller was answered"
+                    );
+                    ran.store(true, SeqCst);
+                    n
+                }));
+                answered.store(true, SeqCst);
+                result
+            }
+        });
+        let timer = loom::thread::spawn({
+            let clock = clock.clone();
+            move || clock.fire()
+        });
+        while !answered.load(SeqCst) {
+            if !work_one(&pool) {
+                loom::thread::yield_now();
+            }
+        }
+        timer.join().unwrap();
+        match caller.join().unwrap() {
+            Ok(n) => {
+                assert_eq!(n, 3);
+                assert!(ran.load(SeqCst));
+            }
+            Err(Refused { input, error }) => {
+                assert_eq!(input, 3);
+                assert!(
+                    matches!(error, BulkheadError::QueueTimeout { .. }),
+                    "{error:?}"
+                );
+            }
+        }
+        while work_one(&pool) {}
+        let c = pool.shared().counters.counts();
+        if ran.load(SeqCst) {
+            assert_eq!(c.refused.queue_timeout, 0, "ran and failed: {c:?}");
+        } else {
+            assert_eq!(c.refused.queue_timeout, 1, "{c:?}");
+        }
+        assert_at_rest(&pool);
+    });
+}
+
+/// The shares-to-slot hand-off on a pool: a queue slot for one task (the thread is busy),
+/// partitions `a` and `b` of one guaranteed slot each, a cap of 2 per key. Two calls of
+/// one key in `a`: the first is within `a`'s guarantee and takes the queue slot; the
+/// second borrows, so it takes a slot only if the model's worker has freed one meanwhile,
+/// and is refused `Full` otherwise. Whichever way, every share granted is given back
+/// exactly once: at rest the partitions and the key count nothing and no slot is held.
+#[test]
+fn pool_shares_granted_then_a_slot_refused_or_taken_racing_a_release_are_given_back_once() {
+    use bulkhead_config_types::{Partitions, PerKeyConfig};
+
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 1, OnFull::Abort, &clock)
+            .with_partitions(&Partitions::new([("a", 0.5), ("b", 0.5)]))
+            .with_per_key(Some(&PerKeyConfig::new(2)));
+        let answered = std::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let callers: Vec<_> = (0..2u32)
+            .map(|n| {
+                let (pool, answered) = (pool.clone(), answered.clone());
+                loom::thread::spawn(move || {
+                    let call = pool
+                        .in_partition("a")
+                        .key("tenant")
+                        .call_async(n, |n| async move { n });
+                    let result = block_on(call);
+                    answered.fetch_add(1, SeqCst);
+                    match result {
+                        Ok(m) => assert_eq!(m, n),
+                        Err(Refused { input, error }) => {
+                            assert_eq!(input, n);
+                            assert!(matches!(error, BulkheadError::Full { .. }), "{error:?}");
+                        }
+                    }
+                })
+            })
+            .collect();
+        while answered.load(SeqCst) < 2 {
+            if !work_one(&pool) {
+                loom::thread::yield_now();
+            }
+        }
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        while work_one(&pool) {}
+        assert_at_rest(&pool);
+        let s = pool.snapshot();
+        for p in &s.partitions {
+            assert_eq!(
+                p.in_flight, 0,
+                "a partition count was not taken back: {p:?}"
+            );
+        }
+        let keys = s.per_key.expect("per_key is configured");
+        assert_eq!(
+            keys.keys_tracked, 0,
+            "a key's count was not taken back: {keys:?}"
+        );
+        assert_eq!(keys.overflow_in_flight, 0, "{keys:?}");
     });
 }

@@ -35,6 +35,7 @@ use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, ThreadPoolCon
 pub use call_async::CallAsync;
 use shared::Shared;
 pub use timed::Timed;
+pub(crate) use timed::cut_at_deadline;
 
 use crate::async_caller::Caller;
 use crate::clock::{Clock, system_clock};
@@ -282,12 +283,14 @@ impl ThreadPoolBulkhead {
         self
     }
 
-    /// Changes the rate limit live (`None` removes it); see [`RateLimiter::reconfigure`].
+    /// Changes the rate limit live (`None` removes it).
     pub fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
         self.shared().rate.reconfigure(config);
     }
 
-    /// The rate limiter checked before each admission.
+    /// The rate limiter checked before each admission (the crates' tests look at it; not
+    /// part of the facade's documented surface).
+    #[doc(hidden)]
     pub fn rate_limiter(&self) -> &RateLimiter {
         &self.shared().rate
     }
@@ -349,6 +352,10 @@ impl ThreadPoolBulkhead {
     /// work finish for up to `timeout` on the pool's clock, fails what is still queued with
     /// `ShutDown` (its callers get their input back), joins the workers that have exited and
     /// reports what happened.
+    ///
+    /// Any number of threads may call it at once: each returns by its own deadline (the
+    /// first to reach its deadline, or to see every worker leave, closes the pool) and all
+    /// return the same report.
     pub fn shutdown(&self, timeout: Duration) -> ShutdownReport {
         let counts = self.shared().shutdown(timeout);
         ShutdownReport {

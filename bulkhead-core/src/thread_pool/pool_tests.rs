@@ -88,7 +88,7 @@ fn shutdown_in_the_spawn_window_joins_the_new_worker() {
                         }
                         {
                             let st = shared.lock_state();
-                            if st.threads == 0 && st.shutdown_waiter.is_some() {
+                            if st.threads == 0 && !st.shutdown_waiters.is_empty() {
                                 break;
                             }
                         }

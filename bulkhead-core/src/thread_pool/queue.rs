@@ -2,15 +2,18 @@
 //! with the dequeue-time staleness checks of `max_queue_wait` and CoDel.
 //!
 //! The queue itself enforces no capacity: admission (the pool's running + queued counter)
-//! does, so a capacity change never has to touch the queued tasks. Staleness is decided only
-//! when a task is taken, so an idle queue costs nothing.
+//! does, so a capacity change never has to touch the queued tasks. Staleness is decided
+//! when a task is taken, so an idle queue costs nothing — and, for `max_queue_wait`, also by
+//! the task's caller at its deadline (`Shared::withdraw_stale`: a task still queued then is
+//! removed and failed, so no caller waits past `max_queue_wait` for a worker to come).
 //!
 //! * **FIFO** (default): oldest first.
 //! * **Adaptive LIFO**: oldest first while the queue drains; newest first while the queue is
 //!   *standing* — it has not been empty for the standing interval (CoDel's `interval`, or
 //!   [`DEFAULT_STANDING_INTERVAL`] without CoDel). Fresh requests, whose clients still wait,
 //!   are served before stale ones (Facebook, "Fail at Scale").
-//! * **`max_queue_wait`**: a task that waited longer is failed with `QueueTimeout`.
+//! * **`max_queue_wait`**: a task that waited longer is failed with `QueueTimeout` (by the
+//!   worker that takes it, or by its caller at the deadline, whichever comes first).
 //! * **CoDel** `{ target, interval }`: while the queue is standing, a task that waited
 //!   longer than `target` is failed with `QueueTimeout`. (While the queue is not standing,
 //!   every task in it arrived after the queue was last empty, less than `interval` ago, so

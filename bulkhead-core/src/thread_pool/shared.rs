@@ -57,6 +57,9 @@ pub(crate) struct Shared {
     pub(super) limit: AtomicU64,
     on_full_mode: AtomicU8,
     on_full_wait_nanos: AtomicU64,
+    /// `max_queue_wait` in nanoseconds (`NO_QUEUE_WAIT_LIMIT`: none), read by queued
+    /// callers outside the lock: each stops waiting for a worker at its deadline.
+    max_queue_wait_nanos: AtomicU64,
     shut_down: AtomicBool,
     /// Calls run on their caller's thread by `on_full: caller-runs`.
     pub caller_runs: AtomicU64,
@@ -112,12 +115,24 @@ pub(crate) struct PoolState {
     /// `handles` yet, so shutdown waits for this to reach 0 before it takes them.
     pub(super) spawning: u32,
     pub(super) shutting_down: bool,
-    pub(super) shutdown_waiter: Option<Thread>,
+    /// The threads waiting in `shutdown` (any number of callers at once).
+    pub(super) shutdown_waiters: Vec<Thread>,
+    /// What the shutdown found, once the first caller to finish waiting closed the pool:
+    /// every caller reports the same.
+    pub(super) shutdown_report: Option<super::lifecycle::ShutdownCounts>,
+    /// A caller is closing the pool (failing the queue, joining workers) and will set
+    /// `shutdown_report`.
+    pub(super) shutdown_closing: bool,
     /// Tasks finished since shutdown began.
     pub(super) drained: u64,
 }
 
 impl PoolState {
+    /// Takes `me` out of the threads a shutdown's progress wakes.
+    pub(super) fn forget_shutdown_waiter(&mut self, me: &Thread) {
+        self.shutdown_waiters.retain(|t| t.id() != me.id());
+    }
+
     /// Queued tasks no worker has been claimed for: the queue's occupancy.
     pub(super) fn unassigned(&self) -> u32 {
         let queued = u32::try_from(self.queue.len()).unwrap_or(u32::MAX);
@@ -177,6 +192,15 @@ pub(crate) fn deadline(now: Instant, wait: Duration) -> Option<Instant> {
     now.checked_add(wait)
 }
 
+/// `max_queue_wait_nanos` without a limit.
+const NO_QUEUE_WAIT_LIMIT: u64 = u64::MAX;
+
+fn queue_wait_nanos(config: &ThreadPoolConfig) -> u64 {
+    config.max_queue_wait.map_or(NO_QUEUE_WAIT_LIMIT, |d| {
+        crate::clock::duration_nanos(d.as_std()).min(NO_QUEUE_WAIT_LIMIT - 1)
+    })
+}
+
 /// Parks until `deadline` on the clock, or until unparked when there is none.
 pub(super) fn park(clock: &dyn Clock, deadline: Option<Instant>) {
     match deadline {
@@ -213,6 +237,7 @@ impl Shared {
             limit: AtomicU64::new(u64::from(max) + u64::from(capacity)),
             on_full_mode: AtomicU8::new(ON_FULL_ABORT),
             on_full_wait_nanos: AtomicU64::new(0),
+            max_queue_wait_nanos: AtomicU64::new(queue_wait_nanos(config)),
             shut_down: AtomicBool::new(false),
             caller_runs: AtomicU64::new(0),
             room: RoomWaiters::default(),
@@ -235,7 +260,9 @@ impl Shared {
                 handles: Vec::new(),
                 spawning: 0,
                 shutting_down: false,
-                shutdown_waiter: None,
+                shutdown_waiters: Vec::new(),
+                shutdown_report: None,
+                shutdown_closing: false,
                 drained: 0,
             })),
             inbox: Inbox::default(),
@@ -286,6 +313,19 @@ impl Shared {
     #[inline]
     pub(crate) fn id(&self) -> BulkheadId {
         self as *const Shared as BulkheadId
+    }
+
+    /// Stores `max_queue_wait` for queued callers (a resize changes it live).
+    pub(super) fn store_max_queue_wait(&self, config: &ThreadPoolConfig) {
+        self.max_queue_wait_nanos
+            .store(queue_wait_nanos(config), Relaxed);
+    }
+
+    /// How long a task may wait in the queue, if the config limits it.
+    #[inline]
+    pub(super) fn max_queue_wait(&self) -> Option<Duration> {
+        let nanos = self.max_queue_wait_nanos.load(Relaxed);
+        (nanos != NO_QUEUE_WAIT_LIMIT).then(|| Duration::from_nanos(nanos))
     }
 
     pub(super) fn store_on_full(&self, on_full: OnFull) {

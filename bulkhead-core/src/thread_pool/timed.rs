@@ -3,8 +3,14 @@
 //! The deadline is measured on the pool's clock from when a worker starts the body (time
 //! in the queue has its own limit, `max_queue_wait`).
 //!
-//! * async body: the future is raced against the deadline on the worker; at the deadline
-//!   it is dropped and the worker is free at once.
+//! One shape for every timed call ([`ThreadPoolBulkhead::timed_parts`]): the worker reports
+//! when it starts the body, and the caller stops waiting at that instant plus the timeout,
+//! whatever the body does.
+//!
+//! * async body: the future is also raced against the deadline on the worker; at the
+//!   deadline it is dropped and the worker is free at once (counted `cancelled`). An async
+//!   body that blocks its worker (never yields) is not cut: the caller is answered at the
+//!   deadline all the same, and the body's late result is thrown away, counted `discarded`.
 //! * sync body: it cannot be interrupted. The caller stops waiting at the deadline and gets
 //!   [`BulkheadError::CallTimeout`]; the worker runs the body to its end and the result is
 //!   thrown away, counted `discarded`. So the body and its input must be `'static`: nothing
@@ -52,9 +58,12 @@ impl ThreadPoolBulkhead {
         self.shared().call_timeout.get()
     }
 
-    /// [`call_async`](Self::call_async) under the call timeout: a body still running at
-    /// the deadline (on the pool's clock, from when a worker started it) is dropped there,
-    /// freeing the worker at once, and the call returns `Ok(Err(CallTimeout))`.
+    /// [`call_async`](Self::call_async) under the call timeout: the caller gets
+    /// `Ok(Err(CallTimeout))` at the deadline (on the pool's clock, from when a worker
+    /// started the body) whatever the body does. A body that awaits is dropped there,
+    /// freeing its worker at once (counted `cancelled`); a body that blocks its worker
+    /// cannot be interrupted: it runs to its end, its late result is thrown away (counted
+    /// `discarded`), and its slot is freed when it returns.
     ///
     /// # Errors
     ///
@@ -71,42 +80,49 @@ impl ThreadPoolBulkhead {
         let Some(timeout) = self.shared().call_timeout.get() else {
             return self.call_async(input, body).await.map(Ok);
         };
-        let ran = self
-            .call_async(input, self.under_deadline(Some(timeout), body))
-            .await;
-        self.settle_deadline(ran, timeout)
+        let (on_worker, caller) = self.timed_parts(Some(timeout), cut_at_deadline(self, body));
+        caller.wait(self.call_async(input, on_worker)).await
     }
 
-    /// `body` as a worker runs it under the call timeout `timeout`: cut at the deadline,
-    /// measured on the pool's clock from when the worker starts it (`None`: never cut).
-    pub(crate) fn under_deadline<I, F, Fut>(
+    /// The two sides of a call under the call timeout `timeout` (`None`: never cut): what a
+    /// worker runs — `body(input, deadline)`, the deadline measured on the pool's clock from
+    /// when the worker starts it — and the caller's side, which stops waiting at that same
+    /// deadline whether or not the body yields ([`TimedCaller::wait`]).
+    pub(crate) fn timed_parts<I, R, F, Fut>(
         &self,
         timeout: Option<Duration>,
         body: F,
-    ) -> impl FnOnce(I) -> Deadline<Fut> + Send + use<I, F, Fut>
+    ) -> (
+        impl FnOnce(I) -> OnWorker<Fut> + Send + 'static + use<I, R, F, Fut>,
+        TimedCaller,
+    )
     where
         I: 'static,
-        F: FnOnce(I) -> Fut + Send + 'static,
-        Fut: Future + 'static,
+        F: FnOnce(I, Option<Instant>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<R, Elapsed>> + 'static,
     {
-        let clock = Arc::clone(&self.shared().clock);
-        move |input: I| {
-            let deadline = timeout.and_then(|t| clock.now().checked_add(t));
-            Deadline::new(body(input), &*clock, deadline)
-        }
-    }
-
-    /// A timed call's result from a run under [`under_deadline`](Self::under_deadline): a
-    /// body cut at the deadline is a counted `CallTimeout` after `timeout`.
-    pub(crate) fn settle_deadline<R, I>(
-        &self,
-        ran: Result<Result<R, Elapsed>, Refused<I>>,
-        timeout: Duration,
-    ) -> Timed<R, I> {
-        match ran? {
-            Ok(output) => Ok(Ok(output)),
-            Err(Elapsed) => Ok(Err(self.timed_out(timeout))),
-        }
+        let state = Arc::new(AtomicU8::new(RUNNING));
+        let (started_tx, started) = oneshot::channel::<Instant>();
+        let shared = Arc::clone(self.shared());
+        let worker_state = Arc::clone(&state);
+        let on_worker = move |input: I| {
+            let at = shared.clock.now();
+            // The caller arms its deadline from this instant (it may be gone: ignored).
+            let _ = started_tx.send(at);
+            let deadline = timeout.and_then(|t| at.checked_add(t));
+            OnWorker {
+                body: body(input, deadline),
+                state: worker_state,
+                shared,
+            }
+        };
+        let caller = TimedCaller {
+            pool: self.clone(),
+            state,
+            started: timeout.map(|_| started),
+            timeout: timeout.unwrap_or_default(),
+        };
+        (on_worker, caller)
     }
 
     /// [`call`](Self::call) under the call timeout: the caller stops waiting at the
@@ -127,50 +143,17 @@ impl ThreadPoolBulkhead {
         I: Send + 'static,
         R: Send + 'static,
     {
-        let shared = self.shared();
-        let Some(timeout) = shared.call_timeout.get() else {
+        let Some(timeout) = self.shared().call_timeout.get() else {
             return self.call(input, body).map(Ok);
         };
-        let state = Arc::new(AtomicU8::new(RUNNING));
-        let (started_tx, started) = oneshot::channel::<Instant>();
-        let worker_state = Arc::clone(&state);
-        let clock = Arc::clone(&shared.clock);
-        let pool = self.clone();
-        let call = self.call_async(input, move |input: I| async move {
-            // Sent from the worker when it starts (the caller may be gone: ignored).
-            let _ = started_tx.send(clock.now());
-            let output = body(input);
-            if worker_state
-                .compare_exchange(RUNNING, FINISHED, AcqRel, Relaxed)
-                .is_err()
-            {
-                pool.shared().counters.discarded.fetch_add(1, Relaxed);
-            }
-            output
+        let (on_worker, caller) = self.timed_parts(Some(timeout), move |input: I, _| {
+            std::future::ready(Ok::<R, Elapsed>(body(input)))
         });
-        let waiting = SyncWait {
-            call: Some(Box::pin(call)),
-            started: Some(started),
-            sleep: None,
-            clock: Arc::clone(&shared.clock),
-            timeout,
-        };
-        let caller = crate::async_caller::caller();
-        let waited = crate::async_caller::block(caller, || futures_executor::block_on(waiting));
-        match waited {
-            Waited::Done(result) => result.map(Ok),
-            Waited::Elapsed(call) => {
-                if state
-                    .compare_exchange(RUNNING, CALLER_GONE, AcqRel, Relaxed)
-                    .is_ok()
-                {
-                    drop(call);
-                    return Ok(Err(self.timed_out(timeout)));
-                }
-                // The body finished just as the deadline passed: its result is on its way.
-                crate::async_caller::block(caller, || futures_executor::block_on(call)).map(Ok)
-            }
-        }
+        let call = self.call_async(input, on_worker);
+        let waiting = caller.wait(call);
+        crate::async_caller::block(crate::async_caller::caller(), || {
+            futures_executor::block_on(waiting)
+        })
     }
 
     /// How long a queued call can expect to wait for a worker: the mean time the calls
@@ -192,9 +175,107 @@ impl ThreadPoolBulkhead {
     }
 }
 
-/// The caller of a timed sync call: the call's result, or the deadline (armed once the
-/// worker reports that it started the body).
-struct SyncWait<C> {
+/// `body`'s future cut at the deadline on `pool`'s clock (as a worker runs it), for
+/// [`ThreadPoolBulkhead::timed_parts`].
+pub(crate) fn cut_at_deadline<I, F, Fut>(
+    pool: &ThreadPoolBulkhead,
+    body: F,
+) -> impl FnOnce(I, Option<Instant>) -> Deadline<Fut> + Send + 'static + use<I, F, Fut>
+where
+    F: FnOnce(I) -> Fut + Send + 'static,
+    Fut: Future,
+{
+    let clock = Arc::clone(&pool.shared().clock);
+    move |input, deadline| Deadline::new(body(input), &*clock, deadline)
+}
+
+pin_project_lite::pin_project! {
+    /// A timed body as its worker runs it: a result that comes after the caller stopped
+    /// waiting is counted `discarded`; a body cut at its deadline is reported to the job
+    /// (counted `cancelled`, not `completed`).
+    pub(crate) struct OnWorker<Fut> {
+        #[pin]
+        body: Fut,
+        state: Arc<AtomicU8>,
+        shared: Arc<super::shared::Shared>,
+    }
+}
+
+impl<R, Fut: Future<Output = Result<R, Elapsed>>> Future for OnWorker<Fut> {
+    type Output = Fut::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Fut::Output> {
+        let this = self.project();
+        let output = std::task::ready!(this.body.poll(cx));
+        match &output {
+            Ok(_) => {
+                if this
+                    .state
+                    .compare_exchange(RUNNING, FINISHED, AcqRel, Relaxed)
+                    .is_err()
+                {
+                    this.shared.counters.discarded.fetch_add(1, Relaxed);
+                }
+            }
+            Err(Elapsed) => crate::call_timeout::mark_cut(),
+        }
+        Poll::Ready(output)
+    }
+}
+
+/// The caller's side of a timed call (see [`ThreadPoolBulkhead::timed_parts`]).
+pub(crate) struct TimedCaller {
+    pool: ThreadPoolBulkhead,
+    state: Arc<AtomicU8>,
+    /// The instant the worker started the body (`None`: no timeout).
+    started: Option<oneshot::Receiver<Instant>>,
+    timeout: Duration,
+}
+
+impl TimedCaller {
+    /// Awaits `call` (the submitted worker side) until the deadline: then a body still
+    /// running is left to its worker, and the call is a counted `CallTimeout`.
+    pub(crate) async fn wait<R, I, C>(self, call: C) -> Timed<R, I>
+    where
+        C: Future<Output = Result<Result<R, Elapsed>, Refused<I>>>,
+    {
+        let TimedCaller {
+            pool,
+            state,
+            started,
+            timeout,
+        } = self;
+        let waiting = Waiting {
+            call: Some(Box::pin(call)),
+            started,
+            sleep: None,
+            clock: Arc::clone(&pool.shared().clock),
+            timeout,
+        };
+        let ran = match waiting.await {
+            Waited::Done(ran) => ran,
+            Waited::Elapsed(call) => {
+                if state
+                    .compare_exchange(RUNNING, CALLER_GONE, AcqRel, Relaxed)
+                    .is_ok()
+                {
+                    drop(call);
+                    return Ok(Err(pool.timed_out(timeout)));
+                }
+                // The body finished just as the deadline passed: its result is on its way.
+                call.await
+            }
+        };
+        match ran? {
+            Ok(output) => Ok(Ok(output)),
+            Err(Elapsed) => Ok(Err(pool.timed_out(timeout))),
+        }
+    }
+}
+
+/// The caller of a timed call: the call's result, or the deadline (armed once the worker
+/// reports that it started the body).
+struct Waiting<C> {
     call: Option<Pin<Box<C>>>,
     started: Option<oneshot::Receiver<Instant>>,
     sleep: Option<Sleep>,
@@ -207,7 +288,7 @@ enum Waited<C: Future> {
     Elapsed(Pin<Box<C>>),
 }
 
-impl<C: Future> Future for SyncWait<C> {
+impl<C: Future> Future for Waiting<C> {
     type Output = Waited<C>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Waited<C>> {

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use super::job::{Finished, JobRef};
 use super::queue::{Entry, Taken};
 use super::shared::{PoolState, Shared, deadline, park};
-use crate::BulkheadError;
 use crate::adaptive::calls::{self, CallStart};
 use crate::events::CallOutcome;
 use crate::reentry;
@@ -60,7 +59,7 @@ pub(super) enum Step {
         claims: u64,
     },
     /// Leave the loop, waking these threads (a worker the claim is passed to, the shutdown).
-    Retire([Option<Thread>; 2]),
+    Retire(Vec<Thread>),
 }
 
 /// A worker's thread: takes queued tasks until it retires.
@@ -109,9 +108,7 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
                 WorkerState::Ran(outcome, finished)
             }
             Step::FailStale(entry, waited) => {
-                shared.telemetry.record_queue_time(waited);
-                let name = shared.name.clone();
-                shared.fail_admitted(entry.job, BulkheadError::QueueTimeout { name, waited });
+                shared.fail_stale(entry, waited);
                 WorkerState::Claimed
             }
             Step::Park {
@@ -130,7 +127,7 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
                 WorkerState::Idle(since)
             }
             Step::Retire(wake) => {
-                for thread in wake.into_iter().flatten() {
+                for thread in wake {
                     thread.unpark();
                 }
                 return;
@@ -218,7 +215,7 @@ impl Shared {
     /// The one way out of the worker loop: the thread stops counting, a claim it held on a
     /// queued task goes to an idle worker (or the task stays queued for the workers that
     /// remain, at least `max_threads` of them), and the last thread wakes a shutdown.
-    fn retire(&self, st: &mut PoolState, worker: u64, registered: bool) -> [Option<Thread>; 2] {
+    fn retire(&self, st: &mut PoolState, worker: u64, registered: bool) -> Vec<Thread> {
         if registered {
             st.remove_idle(worker);
         }
@@ -231,10 +228,11 @@ impl Shared {
         } else {
             None
         };
-        let shutdown = (st.threads == 0)
-            .then(|| st.shutdown_waiter.clone())
-            .flatten();
-        [pass_on, shutdown]
+        let mut wake: Vec<Thread> = pass_on.into_iter().collect();
+        if st.threads == 0 {
+            wake.extend(st.shutdown_waiters.iter().cloned());
+        }
+        wake
     }
 
     /// Runs a task a worker took, `active` calls running with it: with an adaptive limit,

@@ -1,5 +1,5 @@
 //! What the loom models share: a clock whose deadlines all pass when a model thread fires
-//! it, a `block_on` that parks the loom thread, and the model runner. Included by
+//! it, a `block_on` that waits on a loom `Notify`, and the model runner. Included by
 //! `tests/loom.rs` (the semaphore) and `src/thread_pool/loom_tests.rs` (the pool, which
 //! needs crate-private state), each of which imports `Clock` and `Sleep` for it.
 
@@ -9,8 +9,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use loom::sync::Mutex;
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use loom::sync::{Mutex, Notify};
 
 use super::{Clock, Sleep};
 
@@ -99,23 +99,33 @@ impl Future for ModelSleep {
     }
 }
 
-/// Polls `fut` on this loom thread, parking it (in loom) while pending: a future nobody
-/// wakes leaves the thread parked, and loom fails the model with a deadlock.
+/// Polls `fut` on this loom thread, waiting (in loom) while pending: a future nobody wakes
+/// leaves the thread waiting, and loom fails the model with a deadlock.
+///
+/// The waker notifies a loom [`Notify`] of this call's own, not the thread: loom 0.7's
+/// `Thread::unpark` makes its target runnable whatever it is blocked on, so a stale waker
+/// (one an earlier poll left with a sleep or a job) firing while this thread waits for a
+/// lock in a later poll would resume it without the lock ("expected to be able to acquire
+/// lock"), a schedule no real thread can take. A `Notify` resumes only its own waiter.
 pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(loom::thread::Thread);
-    impl std::task::Wake for Unpark {
+    struct Notified(Notify);
+    impl std::task::Wake for Notified {
         fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
+            self.0.notify();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.notify();
         }
     }
-    let waker = Waker::from(std::sync::Arc::new(Unpark(loom::thread::current())));
+    let notified = std::sync::Arc::new(Notified(Notify::new()));
+    let waker = Waker::from(notified.clone());
     let mut cx = Context::from_waker(&waker);
     let mut fut = std::pin::pin!(fut);
     loop {
         if let Poll::Ready(output) = fut.as_mut().poll(&mut cx) {
             return output;
         }
-        loom::thread::park();
+        notified.0.wait();
     }
 }
 
