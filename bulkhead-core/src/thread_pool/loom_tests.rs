@@ -1,8 +1,10 @@
 //! loom models of the pool's admission and queue: the running + queued counter, the room
 //! waiters of `on_full: { wait }`, the queue bound after a shrink, cancellation, timeouts,
 //! shutdown, a task queued without the lock (the inbox) racing the last busy worker going
-//! idle, and an async caller's lock-free re-poll racing the delivery of its outcome, over
-//! every interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2).
+//! idle, an async caller's lock-free re-poll racing the delivery of its outcome, and the
+//! async job's state word (the caller going away racing the run, a failure racing a run),
+//! over every interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2). The job's cells are
+//! loom's `UnsafeCell` there, so a use of one by two sides at once fails the model.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
 //! --release --lib thread_pool::loom_tests` (a child module of `thread_pool`, for the pool's
@@ -438,5 +440,82 @@ fn an_async_caller_polling_without_the_job_lock_is_woken_by_the_delivery() {
         assert!(matches!(outcome, Outcome::Ran(21)));
         assert!(polls >= 1);
         worker.join().unwrap();
+    });
+}
+
+/// Counts its drops (in the model's shared counter): a value the job holds is dropped once.
+struct Counted(std::sync::Arc<loom::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// The async job's state word: the caller dropping its future (`caller_gone`) racing the
+/// worker that runs the job and delivers it. The caller's input — moved into the body's
+/// output when the body runs — is dropped exactly once, by whichever side ends up owning it
+/// (the payload or the outcome cell: loom checks that the two sides never use a cell at
+/// once), and a job whose caller was gone before it was claimed never runs.
+#[test]
+fn an_async_caller_going_away_racing_the_run_and_delivery_drops_its_value_once() {
+    use super::async_job::AsyncTask;
+    use crate::events::CallOutcome;
+
+    model(|| {
+        let drops = std::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let ran = std::sync::Arc::new(AtomicBool::new(false));
+        let body_ran = std::sync::Arc::clone(&ran);
+        let (job, task) = AsyncTask::job(Counted(drops.clone()), move |value: Counted| {
+            body_ran.store(true, SeqCst);
+            async move { value }
+        });
+        let worker = loom::thread::spawn(move || {
+            let outcome = job.run();
+            job.deliver();
+            outcome
+        });
+        task.caller_gone();
+        let outcome = worker.join().unwrap();
+        drop(task);
+        assert_eq!(drops.load(SeqCst), 1, "the caller's value was dropped once");
+        // Ran only if claimed before the caller left; a job never run counts `Cancelled`.
+        assert_eq!(ran.load(SeqCst), outcome == CallOutcome::Completed);
+    });
+}
+
+/// The job's claim: a failure (the queue's withdrawal, a shutdown) racing a worker's run of
+/// the same job. Exactly one of them takes the payload; the caller gets that one's outcome
+/// — the body's result or its input back — exactly once, and is woken for it.
+#[test]
+fn a_failure_racing_a_run_of_the_same_job_is_answered_once() {
+    use super::async_job::AsyncTask;
+    use super::job::Outcome;
+    use crate::events::CallOutcome;
+
+    model(|| {
+        let (job, task) = AsyncTask::job(20, |n: u64| async move { n + 1 });
+        let failer = std::sync::Arc::clone(&job);
+        let worker = loom::thread::spawn(move || {
+            let outcome = job.run();
+            job.deliver();
+            outcome
+        });
+        let fail = loom::thread::spawn(move || {
+            failer.fail(BulkheadError::ShutDown {
+                name: "model".into(),
+            });
+        });
+        let mut left = None;
+        let outcome = block_on(std::future::poll_fn(|cx| task.poll_outcome(cx, &mut left)));
+        let ran = worker.join().unwrap();
+        fail.join().unwrap();
+        match outcome {
+            Outcome::Ran(21) => assert_eq!(ran, CallOutcome::Completed),
+            Outcome::Refused(20, BulkheadError::ShutDown { .. }) => {
+                assert_eq!(ran, CallOutcome::Cancelled)
+            }
+            _ => panic!("one outcome: the body's or the refusal with the input"),
+        }
     });
 }
