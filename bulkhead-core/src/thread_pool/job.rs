@@ -1,4 +1,5 @@
-//! Jobs: the unit of work a pool queues, and the only `unsafe` code of the thread pool.
+//! Jobs: the unit of work a pool queues, with the thread pool's `unsafe` code: the one lifetime
+//! erasure, and the cells its state word guards (as are `async_job`'s).
 //!
 //! A job is shared between the caller and the pool (`Arc<dyn Job>`). The pool runs it once
 //! ([`Job::run`]) or fails it once ([`Job::fail`]); both first claim the job's payload (input
