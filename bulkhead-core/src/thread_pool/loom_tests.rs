@@ -362,7 +362,7 @@ fn a_task_queued_without_the_lock_as_the_last_worker_goes_idle_is_never_left_beh
         // The worker, as `worker_main` does it: its task ends (slot freed), it looks at the
         // queue, and, finding nothing, registers idle and looks at the inbox once more.
         let me = std::thread::current();
-        let mut st = shared.lock_state();
+        let mut st = shared.lock_state_for_worker();
         st.active -= 1;
         shared.release();
         let step = shared.next_step(&mut st, 1, None, &me);
@@ -517,5 +517,53 @@ fn a_failure_racing_a_run_of_the_same_job_is_answered_once() {
             }
             _ => panic!("one outcome: the body's or the refusal with the input"),
         }
+    });
+}
+
+/// A worker taking the next task from the inbox without the lock (`Shared::take_free`, as
+/// a worker that has just run a task does) racing the caller that queued it there and then
+/// drops its future (its cancellation removes the task under the lock if still queued): the
+/// task is run or cancelled, counted once, its slot freed once, nothing left queued.
+#[test]
+fn a_task_taken_without_the_lock_racing_its_cancellation_is_settled_once() {
+    use crate::events::CallOutcome;
+
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 2, OnFull::Abort, &clock);
+        assert!(
+            pool.shared().take_free.load(SeqCst),
+            "a busy FIFO pool at max takes free"
+        );
+        let worker_pool = pool.clone();
+        let worker = loom::thread::spawn(move || {
+            let shared = worker_pool.shared();
+            match shared.take_free() {
+                Some(entry) => {
+                    let (outcome, finished) = entry.job.run();
+                    shared.release();
+                    shared.count(outcome);
+                    finished.deliver();
+                    shared.room.wake_one();
+                    outcome != CallOutcome::Cancelled
+                }
+                None => work_one(&worker_pool),
+            }
+        });
+        let mut call = Box::pin(pool.call_async(5u32, |n| async move { n }));
+        let waker = Waker::noop();
+        let first = call.as_mut().poll(&mut Context::from_waker(waker));
+        drop(call);
+        let _ = worker.join().unwrap();
+        // The worker may have run it before the first poll looked for the outcome.
+        if let Poll::Ready(result) = first {
+            assert_eq!(result.ok(), Some(5));
+        }
+        // Whatever the worker did not take is still queued (cancelled above, or left).
+        while work_one(&pool) {}
+        assert!(pool.shared().inbox.is_empty());
+        assert_at_rest(&pool);
+        let c = pool.shared().counters.counts();
+        assert_eq!((c.permitted, c.completed + c.cancelled), (1, 1), "{c:?}");
     });
 }
