@@ -57,21 +57,6 @@ impl<T> Mutex<T> {
             }
         }
     }
-
-    /// The value, through exclusive access: no locking (a `Drop` uses it).
-    pub(crate) fn get_mut(&mut self) -> &mut T {
-        #[cfg(not(loom))]
-        {
-            self.inner.get_mut()
-        }
-        #[cfg(loom)]
-        {
-            match self.inner.get_mut() {
-                Ok(value) => value,
-                Err(poisoned) => poisoned.into_inner(),
-            }
-        }
-    }
 }
 
 /// A `SeqCst` fence for loom only: a no-op in a real build.
@@ -94,4 +79,67 @@ pub(crate) fn seq_cst_fence() {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     #[cfg(loom)]
     loom::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A cell whose accesses are checked by loom under loom (`with_mut` hands out the raw
+/// pointer; the caller's protocol — the job state words of `thread_pool::job` and
+/// `thread_pool::async_job` — decides who may use it when). Outside loom, std's `UnsafeCell`.
+#[cfg(not(loom))]
+#[derive(Debug, Default)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    /// A new cell holding `value`.
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a pointer to the value (the caller must hold exclusive access).
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// A waker slot a consumer registers in and a producer wakes (futures' `AtomicWaker`;
+/// loom's under loom).
+#[derive(Default)]
+pub(crate) struct AtomicWaker {
+    #[cfg(not(loom))]
+    inner: futures_util::task::AtomicWaker,
+    #[cfg(loom)]
+    inner: loom::future::AtomicWaker,
+}
+
+impl AtomicWaker {
+    /// Keeps (a clone of) `waker` as the one [`wake`](Self::wake) wakes, replacing any other.
+    #[inline]
+    pub(crate) fn register(&self, waker: &std::task::Waker) {
+        #[cfg(not(loom))]
+        self.inner.register(waker);
+        #[cfg(loom)]
+        self.inner.register_by_ref(waker);
+    }
+
+    /// Wakes the registered waker, if any (and forgets it).
+    #[inline]
+    pub(crate) fn wake(&self) {
+        self.inner.wake();
+    }
+
+    /// Takes the registered waker out, to drop it.
+    pub(crate) fn take(&self) -> Option<std::task::Waker> {
+        #[cfg(not(loom))]
+        {
+            self.inner.take()
+        }
+        #[cfg(loom)]
+        {
+            self.inner.take_waker()
+        }
+    }
 }

@@ -1,8 +1,9 @@
 //! The thread pool's blocking `call` lets the body borrow the caller's stack (a lifetime
-//! erasure in `thread_pool/job.rs`, the crate's only `unsafe`). These tests walk every way a
-//! borrowed job can end — run, panicked, failed from the queue, failed by shutdown — with
-//! borrows whose `Drop` touches the caller's data, so that Miri (`.ci/run` runs this file
-//! under `cargo miri test`) sees any use of that data after the caller returned.
+//! erasure in `thread_pool/job.rs`; with the cells the jobs' state words guard, the crate's
+//! only `unsafe`). These tests walk every way a borrowed job can end — run, panicked,
+//! failed from the queue, failed by shutdown — with borrows whose `Drop` touches the
+//! caller's data, so that Miri (`.ci/run` runs this file under `cargo miri test`) sees any
+//! use of that data after the caller returned.
 //!
 //! Small and quick on purpose: one or two workers, a handful of calls, a manual clock.
 

@@ -2,33 +2,38 @@
 //! outcome waits in the job itself for the awaiting caller, who holds the same `Arc`: one
 //! allocation per call, no channel.
 //!
-//! Invariants (all under the job's one lock, `slot`):
-//! * the stage only moves forward: `Queued` → `Running` → `Ran` → `Ready` → `Done`, or
-//!   `Queued` → `Ready` (failed or abandoned before it ran) → `Done`, or to `Done` at once
-//!   when the caller has gone away;
+//! Invariants (the job's state word, `state`: a stage and the `GONE` flag; no lock):
+//! * the stage only moves forward: `QUEUED` → `RUNNING` → `RAN` → `READY` → `DONE`, or
+//!   `QUEUED` → `RUNNING` → `READY` (failed or abandoned before it ran: the failure takes
+//!   the same claim a run does) → `DONE`, or to `DONE` from `QUEUED` or `RAN` when the caller
+//!   has gone away;
+//! * leaving `QUEUED` is one compare-and-swap from exactly `QUEUED` (caller still there): its
+//!   winner alone takes the payload and, until `READY`, owns the outcome cell; the caller
+//!   owns the outcome from `READY` (seen with `Acquire`) on;
 //! * the caller gets exactly one outcome — the body's result, its panic, or the input back
-//!   with a refusal — unless it went away first; then the outcome is dropped on the worker,
-//!   quietly (a panicking `Drop` never takes the worker down), and a job whose caller went
-//!   away before it started is never run;
-//! * the outcome becomes `Ready` (and the caller's waker is woken) only in `deliver`, after
+//!   with a refusal — unless it went away first (`GONE`, set by the caller's one
+//!   `fetch_or`); then the outcome is dropped on the worker, quietly (a panicking `Drop`
+//!   never takes the worker down), or by the caller if it was already `READY`; a job whose
+//!   caller went away before it started is never run;
+//! * the outcome becomes `READY` (and the caller's waker is woken) only in `deliver`, after
 //!   the pool has counted the task, so a caller that returns sees its call counted;
-//! * `delivered` is set, under the lock, when the stage leaves `Queued`/`Running`/`Ran` for
-//!   `Ready` or `Done` from the pool's side. Until then the slot holds the waker of the
-//!   caller's last pending poll, so a poll with that same waker ([`WakerId`]) that finds
-//!   `delivered` clear may return `Pending` without the lock: the waker it would store is
-//!   the one already there, and it is woken when the outcome is delivered.
+//! * the caller registers its waker (`AtomicWaker`) before it reads the stage, the pool
+//!   publishes `READY` before it wakes: a poll that reads a stage before `READY` is woken
+//!   later. A poll with the waker its last pending poll registered ([`WakerId`]) skips the
+//!   registration: that waker is still the one registered (only the delivery's wake takes
+//!   it, after `READY`).
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::task::{Context, Poll, Waker};
 
 use super::job::{Job, Outcome};
 use crate::BulkheadError;
 use crate::context::CapturedContext;
 use crate::events::CallOutcome;
-use crate::sync::{AtomicBool, Mutex};
+use crate::sync::{AtomicU8, AtomicWaker, UnsafeCell};
 
 /// Drops a user value on a worker; a panicking `Drop` must not take the worker down.
 fn drop_quietly<T>(value: T) {
@@ -69,50 +74,39 @@ pub(crate) fn explain_missing_runtime(payload: Box<dyn Any + Send>) -> Box<dyn A
 /// An async call's job: the body's future runs to completion on the worker; the outcome
 /// waits here for the caller.
 pub(crate) struct AsyncTask<I, F, Out> {
-    slot: Mutex<Slot<I, F, Out>>,
-    /// The pool is done with the job: its outcome is ready, or the caller went away (see
-    /// the module's invariants). Lets a caller polling with the waker it left check
-    /// without taking the lock the worker uses.
-    delivered: AtomicBool,
+    /// The stage (`QUEUED` … `DONE`) and the `GONE` flag (see the module's invariants).
+    state: AtomicU8,
+    /// The input and the body, until a worker (or a failure) claims them.
+    payload: UnsafeCell<Option<(I, F)>>,
+    /// The outcome: the claim's winner's until `READY`, the caller's after.
+    outcome: UnsafeCell<Option<Outcome<I, Out>>>,
+    /// The waker of the caller's last pending poll.
+    waker: AtomicWaker,
     /// The caller's span and propagated context, entered on the worker around the body.
     context: CapturedContext,
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
 }
 
-struct Slot<I, F, Out> {
-    stage: Stage<I, F, Out>,
-    /// The waker of the caller's last pending poll.
-    waker: Option<Waker>,
-    /// The caller dropped its future: nothing is run or delivered any more.
-    caller_gone: bool,
-}
+/// Waiting for a worker: the payload is in place.
+const QUEUED: u8 = 0;
+/// Claimed: a worker runs the body, or a failure is being delivered.
+const RUNNING: u8 = 1;
+/// The body is over; the outcome waits for [`Job::deliver`].
+const RAN: u8 = 2;
+/// The caller may take the outcome.
+const READY: u8 = 3;
+/// The caller took the outcome, or went away and it was dropped.
+const DONE: u8 = 4;
+/// The bits of the stage.
+const STAGE: u8 = 0b0111;
+/// The caller dropped its future: nothing is run or delivered any more.
+const GONE: u8 = 0b1000;
 
-enum Stage<I, F, Out> {
-    /// Waiting for a worker: the input and the body.
-    Queued(I, F),
-    /// A worker runs the body.
-    Running,
-    /// The body is over; the outcome waits for [`Job::deliver`].
-    Ran(Outcome<I, Out>),
-    /// The caller may take the outcome.
-    Ready(Outcome<I, Out>),
-    /// The caller took the outcome, or went away.
-    Done,
-}
-
-impl<I, F, Out> Slot<I, F, Out> {
-    /// Makes `outcome` the caller's (returning its waker to wake outside the lock), or hands
-    /// it back to be dropped when the caller has gone away.
-    fn ready(&mut self, outcome: Outcome<I, Out>) -> Result<Option<Waker>, Outcome<I, Out>> {
-        if self.caller_gone {
-            self.stage = Stage::Done;
-            return Err(outcome);
-        }
-        self.stage = Stage::Ready(outcome);
-        Ok(self.waker.take())
-    }
-}
+// SAFETY: the cells are used by one thread at a time, as the state word decides (the
+// module's invariants), which moves their values across threads: `Send` bounds, as a
+// `Mutex` of them would need.
+unsafe impl<I: Send, F: Send, Out: Send> Sync for AsyncTask<I, F, Out> {}
 
 impl<I, F, Fut> AsyncTask<I, F, Fut::Output>
 where
@@ -125,12 +119,10 @@ where
     /// feature `tokio`, the current tokio runtime (if any) is entered on the worker.
     pub(crate) fn job(input: I, body: F) -> (Arc<dyn Job>, Arc<Self>) {
         let task = Arc::new(AsyncTask {
-            slot: Mutex::new(Slot {
-                stage: Stage::Queued(input, body),
-                waker: None,
-                caller_gone: false,
-            }),
-            delivered: AtomicBool::new(false),
+            state: AtomicU8::new(QUEUED),
+            payload: UnsafeCell::new(Some((input, body))),
+            outcome: UnsafeCell::new(None),
+            waker: AtomicWaker::default(),
             context: CapturedContext::capture(),
             #[cfg(feature = "tokio")]
             runtime: tokio::runtime::Handle::try_current().ok(),
@@ -149,67 +141,105 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
         left: &mut Option<WakerId>,
     ) -> Poll<Outcome<I, Out>> {
         let waker = WakerId::of(cx.waker());
-        if *left == Some(waker) && !self.delivered.load(Acquire) {
-            return Poll::Pending;
+        if *left != Some(waker) {
+            self.waker.register(cx.waker());
+            *left = Some(waker);
         }
-        self.poll_locked(cx, left, waker)
+        match self.state.load(Acquire) & STAGE {
+            READY => {
+                // Only the caller moves the stage on from `READY`.
+                self.state.store(DONE, Relaxed);
+                match self.take_outcome() {
+                    Some(outcome) => Poll::Ready(outcome),
+                    None => outcome_lost(),
+                }
+            }
+            DONE => outcome_lost(),
+            _ => Poll::Pending,
+        }
     }
 
-    fn poll_locked(
-        &self,
-        cx: &mut Context<'_>,
-        left: &mut Option<WakerId>,
-        waker: WakerId,
-    ) -> Poll<Outcome<I, Out>> {
-        let mut slot = self.slot.lock();
-        match slot.stage {
-            // Moved out only when there is something to take.
-            Stage::Ready(_) => match std::mem::replace(&mut slot.stage, Stage::Done) {
-                Stage::Ready(outcome) => Poll::Ready(outcome),
-                _ => unreachable!("the stage was `Ready` above"),
-            },
-            Stage::Done => outcome_lost(),
-            _ => {
-                match &mut slot.waker {
-                    Some(waker) => waker.clone_from(cx.waker()),
-                    None => slot.waker = Some(cx.waker().clone()),
-                }
-                *left = Some(waker);
-                Poll::Pending
-            }
-        }
+    /// The outcome out of its cell, by whoever owns it now (the state word says who).
+    fn take_outcome(&self) -> Option<Outcome<I, Out>> {
+        // SAFETY: called only by the outcome's owner of the moment (module invariants).
+        self.outcome.with_mut(|slot| unsafe { (*slot).take() })
     }
 
     /// The caller drops its future: a job not yet started is never run, and an outcome
     /// not yet taken is dropped (here if it is ready, else on the worker).
     pub(crate) fn caller_gone(&self) {
-        let (stage, waker) = {
-            let mut slot = self.slot.lock();
-            slot.caller_gone = true;
-            let stage = match slot.stage {
-                Stage::Ready(_) => std::mem::replace(&mut slot.stage, Stage::Done),
-                _ => Stage::Done,
-            };
-            (stage, slot.waker.take())
-        };
-        drop((stage, waker));
+        let before = self.state.fetch_or(GONE, AcqRel);
+        if before & STAGE == READY {
+            // The pool is done with the job: the ready outcome is the caller's to drop.
+            self.state.store(DONE | GONE, Relaxed);
+            drop(self.take_outcome());
+        }
+        drop(self.waker.take());
+    }
+
+    /// Claims the payload from `QUEUED`: `Some` for the first of run, fail and abandon,
+    /// while the caller is still there. A job whose caller went away is emptied here (its
+    /// payload dropped quietly) and `None` returned.
+    fn claim(&self) -> Option<(I, F)> {
+        match self
+            .state
+            .compare_exchange(QUEUED, RUNNING, Acquire, Acquire)
+        {
+            // SAFETY: the claim from `QUEUED` is won once; the payload is the winner's.
+            Ok(_) => self
+                .payload
+                .with_mut(|payload| unsafe { (*payload).take() }),
+            Err(state) if state == QUEUED | GONE => {
+                if self
+                    .state
+                    .compare_exchange(state, DONE | GONE, Acquire, Relaxed)
+                    .is_ok()
+                {
+                    // SAFETY: as above: this thread won the move out of `QUEUED`.
+                    drop_quietly(
+                        self.payload
+                            .with_mut(|payload| unsafe { (*payload).take() }),
+                    );
+                }
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Stores the outcome as the claim's winner and marks it `RAN`.
+    fn ran(&self, outcome: Outcome<I, Out>) {
+        // SAFETY: between the claim and `READY` the outcome is the winner's (this thread).
+        self.outcome
+            .with_mut(|slot| unsafe { *slot = Some(outcome) });
+        // `RUNNING` → `RAN`, keeping `GONE`: nobody else moves the stage meanwhile.
+        self.state.fetch_add(RAN - RUNNING, Release);
+    }
+
+    /// `RAN` → `READY` and wakes the caller, or, the caller gone, drops the outcome.
+    fn make_ready(&self) {
+        let ready = self.state.compare_exchange(RAN, READY, AcqRel, Acquire);
+        match ready {
+            Ok(_) => self.waker.wake(),
+            Err(state) if state == RAN | GONE => {
+                self.state.store(DONE | GONE, Relaxed);
+                // A caller that went away while the body ran: the result is discarded.
+                drop_quietly(self.take_outcome());
+            }
+            // Not run (a failure already delivered), or delivered before: nothing to do.
+            Err(_) => {}
+        }
     }
 
     /// Fails or abandons a job that has not run: the input comes back in `outcome(input)`.
     fn end_unrun(&self, outcome: impl FnOnce(I) -> Outcome<I, Out>) {
-        let mut slot = self.slot.lock();
-        let Stage::Queued(input, body) = std::mem::replace(&mut slot.stage, Stage::Done) else {
-            // Already run, failed or abandoned: the stage stays as it was.
+        // Already run, failed or abandoned (or the caller gone): nothing to do.
+        let Some((input, body)) = self.claim() else {
             return;
         };
-        let ready = slot.ready(outcome(input));
-        self.delivered.store(true, Release);
-        drop(slot);
         drop_quietly(body);
-        match ready {
-            Ok(waker) => waker.into_iter().for_each(Waker::wake),
-            Err(outcome) => drop_quietly(outcome),
-        }
+        self.ran(outcome(input));
+        self.make_ready();
     }
 }
 
@@ -242,22 +272,10 @@ where
     Fut::Output: Send + 'static,
 {
     fn run(&self) -> CallOutcome {
-        let (input, body) = {
-            let mut slot = self.slot.lock();
-            match std::mem::replace(&mut slot.stage, Stage::Running) {
-                Stage::Queued(input, body) if !slot.caller_gone => (input, body),
-                Stage::Queued(input, body) => {
-                    // The caller dropped its future before the body started: never run it.
-                    slot.stage = Stage::Done;
-                    drop(slot);
-                    drop_quietly((input, body));
-                    return CallOutcome::Cancelled;
-                }
-                stage => {
-                    slot.stage = stage;
-                    return CallOutcome::Cancelled;
-                }
-            }
+        // Already failed, or the caller dropped its future before the body started: the
+        // body never runs.
+        let Some((input, body)) = self.claim() else {
+            return CallOutcome::Cancelled;
         };
         let result = {
             let _context = self.context.enter();
@@ -277,23 +295,12 @@ where
                 CallOutcome::Panicked,
             ),
         };
-        self.slot.lock().stage = Stage::Ran(outcome);
+        self.ran(outcome);
         ran
     }
 
     fn deliver(&self) {
-        let mut slot = self.slot.lock();
-        let Stage::Ran(outcome) = std::mem::replace(&mut slot.stage, Stage::Done) else {
-            return;
-        };
-        let ready = slot.ready(outcome);
-        self.delivered.store(true, Release);
-        drop(slot);
-        match ready {
-            Ok(waker) => waker.into_iter().for_each(Waker::wake),
-            // A caller that went away while the body ran: the result is discarded.
-            Err(outcome) => drop_quietly(outcome),
-        }
+        self.make_ready();
     }
 
     fn fail(&self, error: BulkheadError) {
@@ -308,9 +315,19 @@ where
 impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
     fn drop(&mut self) {
         // The last handle may be the worker's (the caller went away): whatever is left of
-        // the caller's values is dropped quietly. (The last handle: nobody else can lock.)
-        let stage = std::mem::replace(&mut self.slot.get_mut().stage, Stage::Done);
-        drop_quietly(stage);
+        // the caller's values is dropped quietly. (The last handle: nobody else can use
+        // the cells.)
+        // Under loom the cells are left alone: the handles are std `Arc`s, whose
+        // synchronisation loom does not see, so it would take this last use for a race with
+        // the other side's (in the models every value is taken or dropped before).
+        #[cfg(not(loom))]
+        {
+            // SAFETY: `&mut self`: no other handle exists.
+            let payload = self
+                .payload
+                .with_mut(|payload| unsafe { (*payload).take() });
+            drop_quietly((payload, self.take_outcome()));
+        }
     }
 }
 

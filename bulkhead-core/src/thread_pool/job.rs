@@ -1,9 +1,15 @@
-//! Jobs: the unit of work a pool queues, and the only `unsafe` code of the thread pool.
+//! Jobs: the unit of work a pool queues, with the thread pool's `unsafe` code: the one lifetime
+//! erasure, and the cells its state word guards (as are `async_job`'s).
 //!
 //! A job is shared between the caller and the pool (`Arc<dyn Job>`). The pool runs it once
-//! ([`Job::run`]) or fails it once ([`Job::fail`]); both take the job's payload (input and
-//! body) out of a mutex, so whichever comes first wins and the other is a no-op. Either way
-//! the caller receives exactly one [`Outcome`]. A job the pool drops without doing either
+//! ([`Job::run`]) or fails it once ([`Job::fail`]); both first claim the job's payload (input
+//! and body) by moving its state word from `QUEUED` to `CLAIMED`, so whichever comes first
+//! wins and the other is a no-op. Either way the caller receives exactly one [`Outcome`].
+//!
+//! The state word (no lock): `QUEUED` → `CLAIMED` (one compare-and-swap: the winner alone
+//! takes the payload and writes the outcome) → `DONE` (a release store after the outcome is
+//! written; the caller reads the outcome only after an acquire load sees `DONE`, and the
+//! pool side touches nothing but the `'static` caller handle after it). A job the pool drops without doing either
 //! (only possible through a bug or a worker dying in our own code) is abandoned by
 //! [`JobRef`]'s `Drop`, which hands the input back as well: nothing is dropped silently.
 //!
@@ -18,7 +24,8 @@
 //!    *before* the job is handed to the pool; the guard's `Drop` (which also runs on unwind)
 //!    blocks until the job's `done` flag is set. A job that is leaked instead makes the caller
 //!    wait forever, which is a hang, never a dangling borrow.
-//! 2. **Nothing borrowed is touched after `done`.** Every path that sets `done`
+//! 2. **Nothing borrowed is touched after `done`.** Every path that sets `done` (the state
+//!    word's `DONE`)
 //!    ([`SyncTask::signal`]) first consumes or drops the body and moves the input or result
 //!    into the outcome slot; after `done` the pool side only unparks the caller (a `'static`
 //!    [`Thread`] handle) and drops its `Arc`, whose remaining fields are then `None`.
@@ -32,7 +39,7 @@
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::thread::Thread;
 
 use std::sync::Arc;
@@ -40,7 +47,7 @@ use std::sync::Arc;
 use crate::BulkheadError;
 use crate::context::CapturedContext;
 use crate::events::CallOutcome;
-use crate::sync::{AtomicBool, Mutex};
+use crate::sync::{AtomicU8, UnsafeCell};
 
 /// What a caller gets back from its job.
 pub(crate) enum Outcome<I, R> {
@@ -133,25 +140,63 @@ impl Drop for Finished {
 
 /// A blocking call's job: the input and body, and the slot its outcome goes to.
 struct SyncTask<I, F, R> {
-    payload: Mutex<Option<(I, F)>>,
-    outcome: Mutex<Option<Outcome<I, R>>>,
-    done: AtomicBool,
+    /// `QUEUED`, `CLAIMED` or `DONE` (see the module docs).
+    state: AtomicU8,
+    /// Taken once, by the winner of the claim.
+    payload: UnsafeCell<Option<(I, F)>>,
+    /// Written by the winner of the claim before `DONE`; read by the caller after it.
+    outcome: UnsafeCell<Option<Outcome<I, R>>>,
     caller: Thread,
     /// The caller's span and propagated context, entered on the worker around the body.
     context: CapturedContext,
 }
 
+/// Nobody has run or failed the job yet: the payload is in place.
+const QUEUED: u8 = 0;
+/// A worker runs it, or a failure is being delivered: the winner owns payload and outcome.
+const CLAIMED: u8 = 1;
+/// The outcome is stored; the caller owns it.
+const DONE: u8 = 2;
+
+// SAFETY: the cells are shared only through the state word's protocol: the payload and
+// the outcome are used by one thread at a time (the claim's winner until `DONE`, the caller
+// after it), which moves them across threads, hence `Send` bounds as for a `Mutex`.
+unsafe impl<I: Send, F: Send, R: Send> Sync for SyncTask<I, F, R> {}
+
 impl<I, F, R> SyncTask<I, F, R> {
-    /// Stores the outcome without waking the caller yet.
-    fn store(&self, outcome: Outcome<I, R>) {
-        *self.outcome.lock() = Some(outcome);
+    /// Claims the payload: `Some` for the first of run, fail and abandon only.
+    fn claim(&self) -> Option<(I, F)> {
+        self.state
+            .compare_exchange(QUEUED, CLAIMED, Acquire, Relaxed)
+            .ok()?;
+        // SAFETY: the claim is won once; nobody else touches the payload after `QUEUED`.
+        self.payload
+            .with_mut(|payload| unsafe { (*payload).take() })
     }
 
-    /// Signals the caller. After `done` is set, nothing but the `'static` caller handle is
-    /// used (safety fact 2).
+    /// Stores the outcome without waking the caller yet (only by the claim's winner).
+    fn store(&self, outcome: Outcome<I, R>) {
+        // SAFETY: before `DONE` only the claim's winner (this thread) uses the outcome.
+        self.outcome
+            .with_mut(|slot| unsafe { *slot = Some(outcome) });
+    }
+
+    /// Signals the caller. After `DONE` is stored, nothing but the `'static` caller handle
+    /// is used (safety fact 2).
     fn signal(&self) {
-        self.done.store(true, Release);
+        self.state.store(DONE, Release);
         self.caller.unpark();
+    }
+
+    fn is_done(&self) -> bool {
+        self.state.load(Acquire) == DONE
+    }
+
+    /// The outcome, taken by the caller once `is_done` said so.
+    fn take_outcome(&self) -> Option<Outcome<I, R>> {
+        debug_assert!(self.is_done());
+        // SAFETY: after `DONE` (seen with `Acquire`) only the caller uses the outcome.
+        self.outcome.with_mut(|slot| unsafe { (*slot).take() })
     }
 }
 
@@ -162,7 +207,7 @@ where
     R: Send,
 {
     fn run(&self) -> CallOutcome {
-        let Some((input, body)) = self.payload.lock().take() else {
+        let Some((input, body)) = self.claim() else {
             return CallOutcome::Cancelled;
         };
         let result = {
@@ -187,8 +232,7 @@ where
     }
 
     fn fail(&self, error: BulkheadError) {
-        let payload = self.payload.lock().take();
-        if let Some((input, body)) = payload {
+        if let Some((input, body)) = self.claim() {
             // The body may own borrowed data with a Drop impl: drop it before `done`.
             let _ = catch_unwind(AssertUnwindSafe(move || drop(body)));
             self.store(Outcome::Refused(input, error));
@@ -197,8 +241,7 @@ where
     }
 
     fn abandon(&self) {
-        let payload = self.payload.lock().take();
-        if let Some((input, body)) = payload {
+        if let Some((input, body)) = self.claim() {
             let _ = catch_unwind(AssertUnwindSafe(move || drop(body)));
             self.store(Outcome::Abandoned(input));
             self.signal();
@@ -231,7 +274,7 @@ impl<I, F, R> WaitForDone<'_, I, F, R> {
             withdraw,
         }) = expiry
         {
-            while !self.0.done.load(Acquire) {
+            while !self.0.is_done() {
                 if clock.now() >= at {
                     withdraw();
                     break;
@@ -245,7 +288,7 @@ impl<I, F, R> WaitForDone<'_, I, F, R> {
     fn wait(&self) {
         // Spin briefly (short bodies finish within it, sparing a park/unpark pair), then park.
         let backoff = crossbeam_utils::Backoff::new();
-        while !self.0.done.load(Acquire) {
+        while !self.0.is_done() {
             if backoff.is_completed() {
                 std::thread::park();
             } else {
@@ -256,7 +299,7 @@ impl<I, F, R> WaitForDone<'_, I, F, R> {
 
     fn take<W: FnOnce()>(self, expiry: Option<Withdraw<'_, W>>) -> Option<Outcome<I, R>> {
         self.wait_or_withdraw(expiry);
-        self.0.outcome.lock().take()
+        self.0.take_outcome()
         // `self` drops here: waits again (already done) and finds the slot empty.
     }
 }
@@ -264,7 +307,7 @@ impl<I, F, R> WaitForDone<'_, I, F, R> {
 impl<I, F, R> Drop for WaitForDone<'_, I, F, R> {
     fn drop(&mut self) {
         self.wait();
-        drop(self.0.outcome.lock().take());
+        drop(self.0.take_outcome());
     }
 }
 
@@ -284,9 +327,9 @@ where
     R: Send + 'a,
 {
     let task = Arc::new(SyncTask {
-        payload: Mutex::new(Some((input, body))),
-        outcome: Mutex::new(None),
-        done: AtomicBool::new(false),
+        state: AtomicU8::new(QUEUED),
+        payload: UnsafeCell::new(Some((input, body))),
+        outcome: UnsafeCell::new(None),
         caller: std::thread::current(),
         context: CapturedContext::capture(),
     });

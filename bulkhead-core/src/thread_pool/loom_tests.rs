@@ -2,9 +2,11 @@
 //! waiters of `on_full: { wait }`, the queue bound after a shrink, cancellation, timeouts,
 //! shutdown, a task queued without the lock (the inbox) racing the last busy worker going
 //! idle, an async caller's lock-free re-poll racing the delivery of its outcome, a queued
-//! task withdrawn at `max_queue_wait` racing the worker that takes it, and a partition's and
-//! a key's shares handed on to the pool's slot racing a freed one, over every interleaving
-//! (up to `LOOM_MAX_PREEMPTIONS`, default 2).
+//! task withdrawn at `max_queue_wait` racing the worker that takes it, a partition's and
+//! a key's shares handed on to the pool's slot racing a freed one, and the async job's
+//! state word (the caller going away racing the run, a failure racing a run), over every
+//! interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2). The job's cells are loom's
+//! `UnsafeCell` there, so a use of one by two sides at once fails the model.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
 //! --release --lib thread_pool::loom_tests` (a child module of `thread_pool`, for the pool's
@@ -362,7 +364,7 @@ fn a_task_queued_without_the_lock_as_the_last_worker_goes_idle_is_never_left_beh
         // The worker, as `worker_main` does it: its task ends (slot freed), it looks at the
         // queue, and, finding nothing, registers idle and looks at the inbox once more.
         let me = std::thread::current();
-        let mut st = shared.lock_state();
+        let mut st = shared.lock_state_for_worker();
         st.active -= 1;
         shared.release();
         let step = shared.next_step(&mut st, 1, None, &me);
@@ -569,5 +571,130 @@ fn pool_shares_granted_then_a_slot_refused_or_taken_racing_a_release_are_given_b
             "a key's count was not taken back: {keys:?}"
         );
         assert_eq!(keys.overflow_in_flight, 0, "{keys:?}");
+
+/// Counts its drops (in the model's shared counter): a value the job holds is dropped once.
+struct Counted(std::sync::Arc<loom::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// The async job's state word: the caller dropping its future (`caller_gone`) racing the
+/// worker that runs the job and delivers it. The caller's input — moved into the body's
+/// output when the body runs — is dropped exactly once, by whichever side ends up owning it
+/// (the payload or the outcome cell: loom checks that the two sides never use a cell at
+/// once), and a job whose caller was gone before it was claimed never runs.
+#[test]
+fn an_async_caller_going_away_racing_the_run_and_delivery_drops_its_value_once() {
+    use super::async_job::AsyncTask;
+    use crate::events::CallOutcome;
+
+    model(|| {
+        let drops = std::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let ran = std::sync::Arc::new(AtomicBool::new(false));
+        let body_ran = std::sync::Arc::clone(&ran);
+        let (job, task) = AsyncTask::job(Counted(drops.clone()), move |value: Counted| {
+            body_ran.store(true, SeqCst);
+            async move { value }
+        });
+        let worker = loom::thread::spawn(move || {
+            let outcome = job.run();
+            job.deliver();
+            outcome
+        });
+        task.caller_gone();
+        let outcome = worker.join().unwrap();
+        drop(task);
+        assert_eq!(drops.load(SeqCst), 1, "the caller's value was dropped once");
+        // Ran only if claimed before the caller left; a job never run counts `Cancelled`.
+        assert_eq!(ran.load(SeqCst), outcome == CallOutcome::Completed);
+    });
+}
+
+/// The job's claim: a failure (the queue's withdrawal, a shutdown) racing a worker's run of
+/// the same job. Exactly one of them takes the payload; the caller gets that one's outcome
+/// — the body's result or its input back — exactly once, and is woken for it.
+#[test]
+fn a_failure_racing_a_run_of_the_same_job_is_answered_once() {
+    use super::async_job::AsyncTask;
+    use super::job::Outcome;
+    use crate::events::CallOutcome;
+
+    model(|| {
+        let (job, task) = AsyncTask::job(20, |n: u64| async move { n + 1 });
+        let failer = std::sync::Arc::clone(&job);
+        let worker = loom::thread::spawn(move || {
+            let outcome = job.run();
+            job.deliver();
+            outcome
+        });
+        let fail = loom::thread::spawn(move || {
+            failer.fail(BulkheadError::ShutDown {
+                name: "model".into(),
+            });
+        });
+        let mut left = None;
+        let outcome = block_on(std::future::poll_fn(|cx| task.poll_outcome(cx, &mut left)));
+        let ran = worker.join().unwrap();
+        fail.join().unwrap();
+        match outcome {
+            Outcome::Ran(21) => assert_eq!(ran, CallOutcome::Completed),
+            Outcome::Refused(20, BulkheadError::ShutDown { .. }) => {
+                assert_eq!(ran, CallOutcome::Cancelled)
+            }
+            _ => panic!("one outcome: the body's or the refusal with the input"),
+        }
+    });
+}
+
+/// A worker taking the next task from the inbox without the lock (`Shared::take_free`, as
+/// a worker that has just run a task does) racing the caller that queued it there and then
+/// drops its future (its cancellation removes the task under the lock if still queued): the
+/// task is run or cancelled, counted once, its slot freed once, nothing left queued. Under
+/// loom the inbox is a loom mutex around a `VecDeque` (`inbox.rs`): crossbeam's `SegQueue`
+/// is not modelled, so this checks the protocol around the queue, not its algorithm.
+#[test]
+fn a_task_taken_without_the_lock_racing_its_cancellation_is_settled_once() {
+    use crate::events::CallOutcome;
+
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 2, OnFull::Abort, &clock);
+        assert!(
+            pool.shared().take_free.load(SeqCst),
+            "a busy FIFO pool at max takes free"
+        );
+        let worker_pool = pool.clone();
+        let worker = loom::thread::spawn(move || {
+            let shared = worker_pool.shared();
+            match shared.take_free() {
+                Some(entry) => {
+                    let (outcome, finished) = entry.job.run();
+                    shared.release();
+                    shared.count(outcome);
+                    finished.deliver();
+                    shared.room.wake_one();
+                    outcome != CallOutcome::Cancelled
+                }
+                None => work_one(&worker_pool),
+            }
+        });
+        let mut call = Box::pin(pool.call_async(5u32, |n| async move { n }));
+        let waker = Waker::noop();
+        let first = call.as_mut().poll(&mut Context::from_waker(waker));
+        drop(call);
+        let _ = worker.join().unwrap();
+        // The worker may have run it before the first poll looked for the outcome.
+        if let Poll::Ready(result) = first {
+            assert_eq!(result.ok(), Some(5));
+        }
+        // Whatever the worker did not take is still queued (cancelled above, or left).
+        while work_one(&pool) {}
+        assert!(pool.shared().inbox.is_empty());
+        assert_at_rest(&pool);
+        let c = pool.shared().counters.counts();
+        assert_eq!((c.permitted, c.completed + c.cancelled), (1, 1), "{c:?}");
     });
 }

@@ -15,7 +15,18 @@
 //!   caller may queue into the inbox without the lock, since some worker will come back for
 //!   the queue. It is written only under the lock (`StateGuard`'s drop);
 //! * every holder of the lock first empties the inbox into the queue (`lock_state`),
-//!   claiming an idle worker for each task moved while one is idle, as `enqueue` does.
+//!   claiming an idle worker for each task moved while one is idle, as `enqueue` does —
+//!   except a worker looking for its next task while the queue takes from the inbox (plain
+//!   FIFO, no age limit, not shutting down: `lock_state_for_worker`), which takes the
+//!   queue's front or, the queue empty, the inbox's oldest task;
+//! * `take_free` is true only while `direct` is, no worker is surplus (`threads == max`),
+//!   the queue is empty and its policy is plain FIFO with no age limit: then the inbox's
+//!   oldest task is the one the lock would give next, and a worker that has just run a
+//!   task takes it from the inbox without the lock (`worker::Shared::take_free`). Written
+//!   only under the lock. A worker that read it just before a lock holder cleared it takes
+//!   one task as if just before that holder's change (a shrink, a shutdown, a policy with
+//!   an age limit), or one a few instants newer than tasks that holder is moving into the
+//!   queue: FIFO is kept up to tasks taken at the same instant.
 //!
 //! Lock order: `state` → inbox, clock (neither calls back into the pool). The room-waiter
 //! list has its own lock and is never taken while `state` is held.
@@ -75,6 +86,9 @@ pub(crate) struct Shared {
     pub(super) inbox: Inbox,
     /// A caller may queue into the inbox without the lock (see the module's invariants).
     pub(super) direct: AtomicBool,
+    /// A worker that ran a task may take the next one from the inbox without the lock
+    /// (see the module's invariants). Written only under the lock, like `direct`.
+    pub(super) take_free: AtomicBool,
     pub(super) thread_name_prefix: String,
     /// The adaptive limit on calls running on workers, if one is configured.
     pub(super) adaptive: Controller,
@@ -163,6 +177,21 @@ impl PoolState {
     /// Whether a caller may queue without the lock (`Shared::direct`).
     fn allows_direct(&self) -> bool {
         self.idle.is_empty() && self.threads >= self.max && !self.shutting_down
+    }
+
+    /// Whether the queue's next task may come straight from the inbox: its order is plain
+    /// FIFO with no age limit (nothing to decide by age or order) and the pool is not
+    /// shutting down (a shutdown fails what is queued, under the lock).
+    pub(super) fn takes_from_inbox(&self) -> bool {
+        !self.policy.needs_time() && !self.shutting_down
+    }
+
+    /// Whether a worker that ran a task may take the next one from the inbox without the
+    /// lock (`Shared::take_free`): callers queue there without it, no worker is surplus,
+    /// the queue is empty (so the inbox's oldest task is the queue's next) and takes from
+    /// the inbox.
+    fn allows_take_free(&self, direct: bool) -> bool {
+        direct && self.threads == self.max && self.queue.len() == 0 && self.takes_from_inbox()
     }
 
     /// The idle workers' handles (to wake them all: a resize or a shutdown).
@@ -267,6 +296,7 @@ impl Shared {
             })),
             inbox: Inbox::default(),
             direct: AtomicBool::new(false),
+            take_free: AtomicBool::new(false),
             thread_name_prefix,
             idle_claims: std::sync::atomic::AtomicU64::new(0),
             shares: crate::shares::Layers::default(),
@@ -287,8 +317,31 @@ impl Shared {
     /// the lock, so `queue.len() - pending` stays the tasks without a worker: a snapshot
     /// never reports a task queued beside an idle worker that is about to take it.
     pub(super) fn lock_state(&self) -> StateGuard<'_> {
-        let mut state = self.state.lock();
+        let state = self.state.lock();
         crate::sync::seq_cst_fence();
+        self.absorb_inbox(state)
+    }
+
+    /// Locks the pool state for a worker's look at the queue: like `lock_state`, except
+    /// that while the queue takes from the inbox
+    /// (`PoolState::takes_from_inbox`) the inbox stays where it is: the worker takes its
+    /// oldest task there once the queue is empty (`worker::Shared::next_step`), and the
+    /// queue stays empty, so the next worker to finish a task may take without the lock
+    /// (`take_free`).
+    pub(super) fn lock_state_for_worker(&self) -> StateGuard<'_> {
+        let state = self.state.lock();
+        crate::sync::seq_cst_fence();
+        if state.takes_from_inbox() {
+            return StateGuard {
+                state,
+                shared: self,
+            };
+        }
+        self.absorb_inbox(state)
+    }
+
+    /// Moves the inbox into the locked queue, claiming idle workers (see `lock_state`).
+    fn absorb_inbox<'a>(&'a self, mut state: MutexGuard<'a, PoolState>) -> StateGuard<'a> {
         // No `is_empty` first: under load the inbox has tasks, and each look at it reads
         // the end the callers write.
         let mut moved = false;
@@ -487,6 +540,10 @@ impl Drop for StateGuard<'_> {
         let direct = self.state.allows_direct();
         if self.shared.direct.load(Relaxed) != direct {
             self.shared.direct.store(direct, SeqCst);
+        }
+        let take_free = self.state.allows_take_free(direct);
+        if self.shared.take_free.load(Relaxed) != take_free {
+            self.shared.take_free.store(take_free, Relaxed);
         }
     }
 }

@@ -1,12 +1,15 @@
 //! A worker thread: a loop over [`WorkerState`] that looks at the queue under the pool's
 //! lock (moving the inbox into it first), runs or fails one task outside it, parks when
-//! idle, and retires through one path.
+//! idle, and retires through one path. A worker that has just run a task first tries the
+//! inbox without the lock (`Shared::take_free`: callers queue there without it, and the
+//! queue is empty and plain FIFO), which is the common case under load.
 //!
 //! Invariants:
-//! * a finished task's slot is freed and counted under the lock, in the same critical
-//!   section that takes the next task (so admission never sees a slot whose task is neither
-//!   queued nor running), and before its caller is woken (so a caller that returns can call
-//!   again at once and sees its call counted);
+//! * a finished task's slot is freed and counted before its caller is woken (so a caller
+//!   that returns can call again at once and sees its call counted): under the lock, in the
+//!   same critical section that takes the next task, or — the next task taken from the
+//!   inbox without the lock — after that task is taken (so admission never sees a slot
+//!   whose task is neither queued nor running), `active` unchanged (one ends, one starts);
 //! * a worker claimed for a queued task (`pending`) settles the claim at its next look: it
 //!   takes a task, or retires and passes the claim to an idle worker when tasks are left;
 //! * a worker that goes idle looks at the inbox once more before it parks (see `Step::Park`
@@ -43,6 +46,8 @@ enum WorkerState {
     /// In the idle list since the instant held (parked, or woken without a claim: a resize,
     /// a shutdown, or keep-alive running out).
     Idle(Instant),
+    /// Left the loop (the threads to wake are woken).
+    Retired,
 }
 
 /// What a worker does after a look at the queue, outside the lock.
@@ -69,7 +74,42 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
     let me = std::thread::current();
     let mut state = WorkerState::Claimed;
     loop {
-        let mut st = shared.lock_state();
+        // Ran a task: the next one straight from the inbox, without the lock, when the pool
+        // allows it. The finished task is settled as under the lock: its slot freed and
+        // counted before its caller is woken; `active` stays as it was (one ends, one starts).
+        state = match state {
+            WorkerState::Ran(outcome, finished) => match shared.take_free() {
+                Some(entry) => {
+                    shared.release();
+                    shared.count(outcome);
+                    finished.deliver();
+                    shared.room.wake_one();
+                    // No adaptive limit here (`take_free`): `active` feeds only that.
+                    state = shared.run_entry(entry, 0);
+                    continue;
+                }
+                None => WorkerState::Ran(outcome, finished),
+            },
+            other => other,
+        };
+        state = shared.look_under_lock(state, worker, &me);
+        if matches!(state, WorkerState::Retired) {
+            return;
+        }
+    }
+}
+
+impl Shared {
+    /// A worker's look at the queue under the lock, from `state`, and what it does next
+    /// (outside the lock): runs or fails a task, parks, or retires.
+    fn look_under_lock(
+        self: &Arc<Self>,
+        state: WorkerState,
+        worker: u64,
+        me: &Thread,
+    ) -> WorkerState {
+        let shared = self;
+        let mut st = shared.lock_state_for_worker();
         let mut delivery = None;
         // Settle the last state; `Some(since)` while this worker is still in the idle list.
         let idle_since = match state {
@@ -89,24 +129,18 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
                 st.pending = st.pending.saturating_sub(1);
                 None
             }
+            // Never looked with (the loop ends); nothing to settle.
+            WorkerState::Retired => None,
         };
-        let step = shared.next_step(&mut st, worker, idle_since, &me);
+        let step = shared.next_step(&mut st, worker, idle_since, me);
         drop(st);
         // Outside the lock: wake the caller of the task just counted, then one room waiter.
         if let Some(finished) = delivery {
             finished.deliver();
             shared.room.wake_one();
         }
-        state = match step {
-            Step::Run(entry, active) => {
-                let telemetry = &shared.telemetry;
-                let queued = shared.clock.now().saturating_duration_since(entry.enqueued);
-                telemetry.record_queue_time(queued);
-                let started = telemetry.run_started();
-                let (outcome, finished) = shared.run_taken(entry.job, active);
-                telemetry.on_finished(started, outcome);
-                WorkerState::Ran(outcome, finished)
-            }
+        match step {
+            Step::Run(entry, active) => shared.run_entry(entry, active),
             Step::FailStale(entry, waited) => {
                 shared.fail_stale(entry, waited);
                 WorkerState::Claimed
@@ -121,7 +155,7 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
                 // that pairs with the caller's; one that comes later sees `direct` clear and
                 // claims an idle worker under the lock.
                 if !shared.inbox_has_work_after_idle() {
-                    stay_awake(&shared, claims);
+                    stay_awake(shared, claims);
                     park(&*shared.clock, until);
                 }
                 WorkerState::Idle(since)
@@ -130,9 +164,32 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
                 for thread in wake {
                     thread.unpark();
                 }
-                return;
+                WorkerState::Retired
             }
-        };
+        }
+    }
+
+    /// Runs a task this worker took, `active` tasks running with it: its queue time
+    /// recorded, its run reported to listeners.
+    fn run_entry(self: &Arc<Self>, entry: Entry, active: u32) -> WorkerState {
+        let telemetry = &self.telemetry;
+        let queued = self.clock.now().saturating_duration_since(entry.enqueued);
+        telemetry.record_queue_time(queued);
+        let started = telemetry.run_started();
+        let (outcome, finished) = self.run_taken(entry.job, active);
+        telemetry.on_finished(started, outcome);
+        WorkerState::Ran(outcome, finished)
+    }
+
+    /// The next task from the inbox, taken without the lock, if the pool allows it
+    /// (`take_free`: see `shared`'s invariants) and has no adaptive limit (whose samples
+    /// want the tasks running, counted under the lock).
+    #[inline]
+    pub(super) fn take_free(&self) -> Option<Entry> {
+        if !self.take_free.load(Relaxed) || self.adaptive.sample_every().is_some() {
+            return None;
+        }
+        self.inbox.pop()
     }
 }
 
@@ -163,7 +220,12 @@ impl Shared {
         // A surplus worker (after a shrink) retires before taking new work.
         if st.threads <= st.max {
             let policy = st.policy;
-            if let Some(taken) = st.queue.take(&policy, || self.clock.now()) {
+            let taken = match st.queue.take(&policy, || self.clock.now()) {
+                // The queue empty and taking from the inbox: its oldest task is the next.
+                None if st.takes_from_inbox() => self.inbox.pop().map(Taken::Run),
+                taken => taken,
+            };
+            if let Some(taken) = taken {
                 if idle_since.is_some() {
                     st.remove_idle(worker);
                 }
