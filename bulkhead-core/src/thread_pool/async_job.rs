@@ -22,6 +22,10 @@
 //!   later. A poll with the waker its last pending poll registered ([`WakerId`]) skips the
 //!   registration: that waker is still the one registered (only the delivery's wake takes
 //!   it, after `READY`).
+// One of the crate's two modules with `unsafe` code (with `job`; the crate denies it
+// everywhere else): the outcome and payload cells the state word guards (the invariants
+// above), each use with its SAFETY comment. loom models each race (`.ci/run`).
+#![allow(unsafe_code)]
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -36,6 +36,10 @@
 //! The task lives in an `Arc` (one allocation per call, the "job box") rather than on the
 //! caller's stack so that no reference into freed memory exists while the pool signals
 //! completion.
+// One of the crate's two modules with `unsafe` code (with `async_job`; the crate denies it
+// everywhere else): the lifetime erasure below and the cells the state word guards, each
+// use with its SAFETY comment. Miri and loom check both (`.ci/run`).
+#![allow(unsafe_code)]
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -340,8 +344,7 @@ where
     // end; `waiter` keeps this frame alive (even on unwind) until `done`, after which the pool
     // touches nothing borrowed (see the module docs, facts 1–3). Only the lifetime changes:
     // `dyn Job + 'a` and `dyn Job + 'static` have the same layout and vtable. The crate's
-    // one `unsafe` (the crate denies it everywhere else).
-    #[allow(unsafe_code)]
+    // erasure (the module's other `unsafe` is the state word's cells).
     let job: Arc<dyn Job + 'static> =
         unsafe { std::mem::transmute::<Arc<dyn Job + 'a>, Arc<dyn Job + 'static>>(job) };
     let expiry = submit(JobRef::new(job));

@@ -571,6 +571,8 @@ fn pool_shares_granted_then_a_slot_refused_or_taken_racing_a_release_are_given_b
             "a key's count was not taken back: {keys:?}"
         );
         assert_eq!(keys.overflow_in_flight, 0, "{keys:?}");
+    });
+}
 
 /// Counts its drops (in the model's shared counter): a value the job holds is dropped once.
 struct Counted(std::sync::Arc<loom::sync::atomic::AtomicUsize>);
