@@ -22,6 +22,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod adaptive;
+mod cluster;
 mod config;
 mod duration;
 mod limits;
@@ -31,6 +32,7 @@ mod rate_limit;
 mod validate;
 
 pub use adaptive::*;
+pub use cluster::*;
 pub use config::*;
 pub use duration::{Duration, DurationParseError};
 pub use limits::*;
