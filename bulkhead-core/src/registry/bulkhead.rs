@@ -35,14 +35,17 @@ impl Bulkhead {
     ) -> Self {
         let name = name.into();
         let bulkhead = match &config.limits {
-            Limits::Semaphore(limits) => Bulkhead::Semaphore(
-                SemaphoreBulkhead::with_clock(name, limits, clock)
+            Limits::Semaphore(limits) => {
+                let b = SemaphoreBulkhead::with_clock(name, limits, clock)
                     .with_rate_limit(config.rate_limit.as_ref())
                     .with_call_timeout(config.timeout.map(|t| t.as_std()))
                     .with_adaptive(config.adaptive.as_ref())
                     .with_partitions(&config.partitions)
-                    .with_per_key(config.per_key.as_ref()),
-            ),
+                    .with_per_key(config.per_key.as_ref());
+                b.rate_limiter()
+                    .set_cluster_limit(limits.max_concurrent_calls, config.cluster.as_ref());
+                Bulkhead::Semaphore(b)
+            }
             Limits::ThreadPool(limits) => Bulkhead::ThreadPool(
                 ThreadPoolBulkhead::with_clock(name, limits, clock)
                     .with_rate_limit(config.rate_limit.as_ref())
@@ -184,7 +187,11 @@ impl Resize<'_> {
             }};
         }
         match self.limits {
-            KindLimits::Semaphore(b, limits) => apply_to!(b, limits),
+            KindLimits::Semaphore(b, limits) => {
+                apply_to!(b, limits);
+                b.rate_limiter()
+                    .set_cluster_limit(limits.max_concurrent_calls, self.config.cluster.as_ref());
+            }
             KindLimits::ThreadPool(b, limits) => apply_to!(b, limits),
         }
     }
