@@ -349,8 +349,13 @@ impl ClusterStore {
                 Ok(answer)
             }
             Err(why) => {
-                health.retry_at = Some(now() + health.delay);
-                health.delay = (health.delay * 2).min(MAX_DELAY);
+                // The calls that were already on their way when Redis failed fail too: only
+                // the first of them (or a probe) sets the delay, so it grows once per
+                // failed probe, not once per caller in flight.
+                if probe || health.retry_at.is_none() {
+                    health.retry_at = Some(now() + health.delay);
+                    health.delay = (health.delay * 2).min(MAX_DELAY);
+                }
                 drop(health);
                 // Connections opened before the failure likely share its cause (a restart).
                 self.idle.lock().clear();

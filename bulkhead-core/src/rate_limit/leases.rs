@@ -26,7 +26,9 @@
 //!
 //! A call needs *a* lease, not a particular one, so a process keeps its ids in three lists
 //! ([`Books`]): `held` (in Redis, for running calls), `pending` (calls admitted without
-//! Redis, by `on_store_error`), `idle` (in Redis, their calls ended). A call takes an idle
+//! Redis, by `on_store_error`), `idle` (in Redis, their calls ended) and `stale` (idle
+//! leases Redis may have lost since: a request failed; released, never reused, so a
+//! Redis that restarted empty is never trusted to hold them). A call takes an idle
 //! lease if there is one (no round trip) or acquires a new one; a call that ends moves a
 //! lease from `held` to `idle` (or drops a `pending` id) and wakes the heartbeat thread,
 //! which releases idle leases at once. Nothing on a call's end touches the network: the
@@ -146,6 +148,9 @@ struct Books {
     held: Vec<i64>,
     pending: Vec<i64>,
     idle: Vec<i64>,
+    /// Idle leases Redis may have lost (a request failed since they went idle: it may
+    /// have restarted empty, or they may have expired): released, never reused.
+    stale: Vec<i64>,
 }
 
 /// A cluster-wide concurrency limit's state: its leases and what they did.
@@ -349,6 +354,8 @@ impl LeaseSet {
                 self.counters.store_errors.fetch_add(1, Relaxed);
                 self.store.log_error(&self.name, &error, self.clock.now());
                 let mut books = self.books.lock();
+                let idle = std::mem::take(&mut books.idle);
+                books.stale.extend(idle);
                 let admit = match self.config.store.on_store_error {
                     OnStoreError::Allow => true,
                     OnStoreError::Refuse => false,
@@ -419,7 +426,8 @@ impl LeaseSet {
                 let mut books = self.books.lock();
                 while !self.closed.load(Relaxed)
                     && Instant::now() < due
-                    && (books.idle.is_empty() || self.store.is_failing())
+                    && ((books.idle.is_empty() && books.stale.is_empty())
+                        || self.store.is_failing())
                 {
                     if self.wake.wait_until(&mut books, due).timed_out() {
                         break;
@@ -432,7 +440,7 @@ impl LeaseSet {
             if self.closed.load(Relaxed) {
                 let mut books = self.books.lock();
                 let all = std::mem::take(&mut *books);
-                books.idle = [all.held, all.pending, all.idle].concat();
+                books.idle = [all.held, all.pending, all.idle, all.stale].concat();
                 drop(books);
                 self.sync(false);
                 return;
@@ -450,7 +458,8 @@ impl LeaseSet {
     fn sync(&self, renew: bool) {
         let (release, held, pending) = {
             let mut books = self.books.lock();
-            let release = std::mem::take(&mut books.idle);
+            let mut release = std::mem::take(&mut books.idle);
+            release.append(&mut books.stale);
             let held = if renew {
                 books.held.clone()
             } else {
@@ -490,7 +499,7 @@ impl LeaseSet {
             Err(error) => {
                 self.counters.store_errors.fetch_add(1, Relaxed);
                 self.store.log_error(&self.name, &error, self.clock.now());
-                self.books.lock().idle.extend(release);
+                self.books.lock().stale.extend(release);
             }
         }
     }
