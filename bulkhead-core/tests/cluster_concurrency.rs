@@ -164,6 +164,15 @@ fn line(out: &mut impl Iterator<Item = std::io::Result<String>>, tag: &str) -> S
     panic!("the child ended before printing `{tag}`")
 }
 
+/// The tests of this file run one at a time (each starts processes and servers, and
+/// several measure how long things take): each holds this lock.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 const PREFIX: &str = "test:leases:";
 const KEY: &str = "test:leases:partner:leases";
 
@@ -271,6 +280,7 @@ fn lease_child() {
 /// leases (sampled).
 #[test]
 fn processes_sharing_a_limit_never_run_more_than_it() {
+    let _serial = serial();
     let Some(server) = Server::start() else {
         return;
     };
@@ -309,6 +319,7 @@ fn processes_sharing_a_limit_never_run_more_than_it() {
 /// from the kill to the first admission is printed (the figure the docs quote).
 #[test]
 fn a_killed_process_leases_are_reclaimed_within_lease_ttl() {
+    let _serial = serial();
     let Some(server) = Server::start() else {
         return;
     };
@@ -359,6 +370,7 @@ fn a_killed_process_leases_are_reclaimed_within_lease_ttl() {
 /// only: the other process's leases stay, exactly as they were.
 #[test]
 fn a_release_after_expiry_never_frees_another_processes_lease() {
+    let _serial = serial();
     let Some(server) = Server::start() else {
         return;
     };
@@ -449,6 +461,7 @@ fn a_release_after_expiry_never_frees_another_processes_lease() {
 /// three lease lifetimes; after the call, the lease is released and the other is admitted.
 #[test]
 fn a_running_call_keeps_its_lease_past_lease_ttl() {
+    let _serial = serial();
     let Some(server) = Server::start() else {
         return;
     };
@@ -499,6 +512,7 @@ fn a_running_call_keeps_its_lease_past_lease_ttl() {
 /// unbounded while Redis is down and back to the limit after it returns.
 #[test]
 fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
+    let _serial = serial();
     for mode in ["local", "refuse", "allow"] {
         let Some(mut server) = Server::start() else {
             return;
@@ -564,6 +578,7 @@ fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
 /// printed (the figures the docs quote).
 #[test]
 fn no_lease_decision_waits_past_response_timeout_whatever_the_server_does() {
+    let _serial = serial();
     use tracing_subscriber::layer::SubscriberExt as _;
 
     let budget = StdDuration::from_millis(200);
@@ -624,6 +639,7 @@ fn no_lease_decision_waits_past_response_timeout_whatever_the_server_does() {
 /// slowest decision of each.
 #[test]
 fn a_paused_or_sleeping_redis_costs_one_response_timeout() {
+    let _serial = serial();
     let Some(server) = Server::start() else {
         return;
     };
@@ -688,6 +704,7 @@ fn a_paused_or_sleeping_redis_costs_one_response_timeout() {
 /// fix, and an unusable URL is reported as such; the decision is a counted store error.
 #[test]
 fn the_health_check_reports_a_lease_key_of_another_type_with_the_fix() {
+    let _serial = serial();
     let Some(server) = Server::start() else {
         return;
     };
