@@ -546,7 +546,7 @@ fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
             ("before", StdDuration::ZERO, killed),
             ("down", killed, back),
             ("return", back, back + at(1000)),
-            ("after", back + at(1000), at(3600_000)),
+            ("after", back + at(1000), at(3_600_000)),
         ];
         let most: Vec<i64> = phases
             .iter()
