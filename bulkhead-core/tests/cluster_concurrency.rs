@@ -521,7 +521,7 @@ fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
         let counter = Counter::new(mode);
         let env = [
             ("LEASE_CHILD_LIMIT", "12".to_owned()),
-            ("LEASE_CHILD_SECS", "5".to_owned()),
+            ("LEASE_CHILD_SECS", "6".to_owned()),
             ("LEASE_CHILD_MODE", mode.to_owned()),
             ("LEASE_CHILD_TIMEOUT_MS", "1000".to_owned()),
             ("LEASE_CHILD_SOCKET", counter.path.display().to_string()),
@@ -545,8 +545,8 @@ fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
         let phases = [
             ("before", StdDuration::ZERO, killed),
             ("down", killed, back),
-            ("return", back, back + at(1000)),
-            ("after", back + at(1000), at(3_600_000)),
+            ("return", back, back + at(2000)),
+            ("after", back + at(2000), at(3_600_000)),
         ];
         let most: Vec<i64> = phases
             .iter()
@@ -555,7 +555,7 @@ fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
         let _ = writeln!(
             std::io::stderr(),
             "{mode}: most calls at once (limit 12, replicas 3): before {}, Redis down {}, \
-             first second back {}, after {}; children: {outs:?}",
+             first two seconds back {}, after {}; children: {outs:?}",
             most[0],
             most[1],
             most[2],

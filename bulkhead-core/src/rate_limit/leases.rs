@@ -386,7 +386,12 @@ impl LeaseSet {
             return;
         }
         if let Some(id) = books.held.pop() {
-            books.idle.push(id);
+            // While the store fails, Redis may lose the lease (a restart): never reuse it.
+            if self.store.is_failing() {
+                books.stale.push(id);
+            } else {
+                books.idle.push(id);
+            }
             drop(books);
             self.wake.notify_one();
         }
