@@ -70,7 +70,7 @@
 //! | `metrics` | [`metrics_bridge`]: publishes every bulkhead's snapshot through the `metrics` crate's recorder, from the same table of families as [`prometheus`] ([`metric_families::FAMILIES`]). |
 //! | `serde` | `Serialize` for snapshots, reload reports and statuses, shutdown reports (on with `axum`). |
 //! | `watch` | (with `deploy`) [`watch()`] / [`Watch`]: applies a deploy file and then every change to it (edits, atomic renames, the Kubernetes `..data` symlink swap). |
-//! | `redis` | `rate_limit: { scope: cluster, store: { redis: … } }` counts the limit in Redis, shared by every replica (below); without it such a limit is a store error, handled as its `on_store_error` says. |
+//! | `redis` | `rate_limit: { scope: cluster, store: { redis: … } }` counts the limit in Redis, shared by every replica, and a semaphore's `cluster: { store: { redis: … } }` shares its `max_concurrent_calls` the same way (below); without it such a limit is a store error, handled as its `on_store_error` says. |
 //!
 //! ```toml
 //! bulkhead = { version = "0.1", features = ["tokio", "axum"] }
@@ -97,7 +97,7 @@
 //! cannot be used at all (an unset `${NAME}`, not `redis://`) is refused by
 //! [`Deploy::install`] and [`check_deploy`] unless the store says `start_anyway: true`;
 //! [`check_cluster_stores`] asks every store once, for a readiness probe.
-//! `docs/cluster-rate-limit.md` has a deployment example, the bound and a table of faults.
+//! `docs/cluster.md` has a deployment example, the bound and a table of faults.
 //!
 //! ```
 //! use bulkhead::config::{
@@ -125,6 +125,67 @@
 //! assert!(matches!(refused, BulkheadError::RateLimited { .. }));
 //! assert_eq!(refused.retry_after(), Some(std::time::Duration::from_secs(1)));
 //! assert_eq!(partner.snapshot().rate_limit_store_errors, Some(1));
+//! ```
+//!
+//! # One concurrency limit for every replica
+//!
+//! A partner API that allows 50 concurrent requests per account needs one limit for all
+//! the service's replicas. `cluster:` on a semaphore makes its `max_concurrent_calls` that
+//! limit (feature `redis`): each admitted call holds a *lease* in Redis (an id and an
+//! expiry), renewed by one heartbeat thread per bulkhead every `lease_ttl / 3` while the
+//! call runs and given back when it ends. The local semaphore still bounds the process.
+//!
+//! ```yaml
+//! bulkheads:
+//!   partner-api:
+//!     kind: semaphore
+//!     max_concurrent_calls: 50        # for all the replicas together
+//!     cluster:
+//!       store: { redis: "${REDIS_URL}", replicas: 5, on_store_error: local }
+//!       lease_ttl: 10s
+//! ```
+//!
+//! A call that finds every lease taken is refused with [`BulkheadError::Full`] at once (a
+//! `max_wait` applies to the local permit only). The leases of a process that crashed
+//! expire within `lease_ttl` of its last heartbeat, and the next caller reclaims them. A
+//! release removes the process's own lease only, so a release after its lease expired
+//! never frees someone else's. When Redis cannot answer within `response_timeout`,
+//! `on_store_error` decides: `local` runs the call if this process runs fewer than
+//! `max_concurrent_calls / replicas` (rounded up), `allow` runs it, `refuse` refuses it;
+//! the next heartbeat that reaches Redis registers the calls admitted without it.
+//! Partitions and `per_key` caps apply within each process, in front of the cluster limit.
+//! The snapshot's [`leases`](BulkheadSnapshot::leases) ([`LeaseSnapshot`]) and the
+//! `bulkhead_cluster_leases_*` metrics count leases held, running without a lease,
+//! renewed, expired, reclaimed and the store's errors. `docs/cluster.md` has the bounds
+//! measured through Redis faults.
+//!
+//! ```
+//! use bulkhead::config::{
+//!     BulkheadConfig, ClusterLimitConfig, OnStoreError, RateLimitStore, SemaphoreConfig,
+//! };
+//! use bulkhead::{BulkheadError, Registry};
+//!
+//! let mut config = BulkheadConfig::semaphore(SemaphoreConfig {
+//!     max_concurrent_calls: 50,
+//!     ..SemaphoreConfig::default()
+//! });
+//! config.cluster = Some(ClusterLimitConfig {
+//!     store: RateLimitStore {
+//!         on_store_error: OnStoreError::Refuse,
+//!         // In a file: `redis: "${REDIS_URL}"` reads the URL from the environment.
+//!         ..RateLimitStore::redis("redis://127.0.0.1:1/")
+//!     },
+//!     ..ClusterLimitConfig::redis("")
+//! });
+//! let registry = Registry::new();
+//! let partner = registry.register("partner-api", &config).unwrap();
+//!
+//! // Nothing listens on port 1: no lease can be had, so `on_store_error: refuse` refuses
+//! // the call, and the store error is counted.
+//! let refused = partner.as_semaphore().unwrap().call(|| ()).unwrap_err();
+//! assert!(matches!(refused, BulkheadError::Full { .. }));
+//! let leases = partner.snapshot().leases.unwrap();
+//! assert_eq!((leases.limit, leases.store_errors, leases.held), (50, 1, 0));
 //! ```
 //!
 //! # Partitions and per-key shares
@@ -228,7 +289,7 @@ mod doc_pages {
     struct Overload;
     #[doc = include_str!("../docs/adaptive.md")]
     struct Adaptive;
-    #[doc = include_str!("../docs/cluster-rate-limit.md")]
+    #[doc = include_str!("../docs/cluster.md")]
     struct ClusterRateLimit;
     #[doc = include_str!("../docs/incident.md")]
     struct Incident;
@@ -311,11 +372,11 @@ pub use bulkhead_core::{
     Acquire, Admission, AnnotatedFunction, AsyncPermit, AsyncSharePermit, Bulkhead, BulkheadError,
     BulkheadName, BulkheadShutdown, BulkheadSnapshot, CallAsync, CallCounts, CheckedDeploy, Clock,
     DeclarationConflict, DeclarationSite, Declarations, DeclaredBulkhead, DeployBase,
-    DeployRefused, KeyLoad, ManualClock, OwnedPermit, Partition, PartitionNamesChanged,
-    PartitionSnapshot, PerKeySnapshot, Permit, PoolAdmission, RefusalCounts, Refused, Registry,
-    RegistryError, ReloadError, ReloadProblem, ReloadReport, RunAdmitted, RunAsync,
-    SemaphoreBulkhead, SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport, Sleep,
-    StoreCheck, SystemClock, ThreadPoolBulkhead, UndeclaredName, check_cluster_stores,
+    DeployRefused, KeyLoad, LeaseSnapshot, ManualClock, OwnedPermit, Partition,
+    PartitionNamesChanged, PartitionSnapshot, PerKeySnapshot, Permit, PoolAdmission, RefusalCounts,
+    Refused, Registry, RegistryError, ReloadError, ReloadProblem, ReloadReport, RunAdmitted,
+    RunAsync, SemaphoreBulkhead, SemaphoreCall, SemaphoreShutdown, SharePermit, ShutdownReport,
+    Sleep, StoreCheck, SystemClock, ThreadPoolBulkhead, UndeclaredName, check_cluster_stores,
     retry_after_header_secs, system_clock,
 };
 // Observability: spans, events, context propagation, exposition.

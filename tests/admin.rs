@@ -809,7 +809,8 @@ async fn a_planted_password_never_leaves_the_process() {
             "rate_limit: {{ limit_for_period: 100, refresh_period: 1s, scope: cluster, \
              store: {{ redis: \"redis://:{SECRET}@127.0.0.1:1/0\" }} }}"
         );
-        let put = format!("bulkheads:\n  admin-orders: {{ {store} }}\n");
+        let leases = format!("cluster: {{ store: {{ redis: \"redis://:{SECRET}@127.0.0.1:1/2\" }} }}");
+        let put = format!("bulkheads:\n  admin-orders: {{ {store}, {leases} }}\n");
         let applied = request(addr, "PUT", "/config", &[&bearer], &put).await;
         assert_eq!(applied.status, 200, "{}", applied.body);
         let patch = format!(
@@ -830,6 +831,10 @@ async fn a_planted_password_never_leaves_the_process() {
             assert_eq!(reply.status, 200, "{path}: {}", reply.body);
             seen.push(reply.body);
         }
+        assert!(
+            seen.iter().any(|t| t.contains("redis://…@127.0.0.1:1/2")),
+            "the cluster limit's store is shown, redacted: {seen:?}"
+        );
     })
     .await;
     let registry = bulkhead::registry();

@@ -393,6 +393,38 @@ async fn an_async_pool_body_marks_an_overloaded_outcome_for_the_adaptive_limit()
     assert_eq!(snapshot("attr-adaptive-pool").limit, 5);
 }
 
+#[bulkhead("partner-api")]
+fn call_partner_api() -> Result<&'static str, BulkheadError> {
+    Ok("called")
+}
+
+/// A cluster-wide concurrency limit declared in `bulkheads.yaml` is compiled in whole
+/// (store and lease); its variable unset, no lease can be had: `refuse` refuses `Full`.
+#[test]
+fn a_cluster_concurrency_limit_is_compiled_in_with_its_store_and_lease() {
+    use bulkhead::config::{ClusterLimitConfig, Duration, OnStoreError, RateLimitStore};
+
+    let err = call_partner_api().unwrap_err();
+    assert!(matches!(err, BulkheadError::Full { .. }), "{err}");
+    let leases = snapshot("partner-api").leases.expect("a cluster limit");
+    assert_eq!((leases.limit, leases.store_errors), (50, 1));
+    let cluster = bulkhead::registry()
+        .config("partner-api")
+        .and_then(|c| c.cluster)
+        .expect("declared with a cluster limit");
+    assert_eq!(
+        cluster,
+        ClusterLimitConfig {
+            store: RateLimitStore {
+                on_store_error: OnStoreError::Refuse,
+                replicas: 5,
+                ..RateLimitStore::redis("${BULKHEAD_README_REDIS_URL}")
+            },
+            lease_ttl: Duration::from_secs(10),
+        }
+    );
+}
+
 #[bulkhead("attr-cluster-rate")]
 fn call_partner_quota() -> Result<&'static str, BulkheadError> {
     Ok("called")

@@ -214,6 +214,7 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
                     adaptive,
                     partitions,
                     per_key,
+                    cluster: None,
                 }
             },
         )

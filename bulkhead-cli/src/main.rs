@@ -19,8 +19,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use bulkhead_config::{
-    CheckReport, Diagnostics, Duration, Layers, Limits, OnFull, OnStoreError, RateLimitConfig,
-    escape_controls, worst_case_queue_wait,
+    CheckReport, ClusterLimitConfig, Diagnostics, Duration, Layers, Limits, OnFull, OnStoreError,
+    RateLimitConfig, RateLimitStore, escape_controls, worst_case_queue_wait,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -303,7 +303,7 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
             Limits::Semaphore(s) => [
                 name.clone(),
                 "semaphore".to_owned(),
-                format!("{} permits", s.max_concurrent_calls),
+                cluster_limit_cell(s.max_concurrent_calls, b.cluster.as_ref()),
                 adaptive,
                 "-".to_owned(),
                 if s.max_wait.is_zero() {
@@ -399,6 +399,41 @@ fn shares_cell(b: &bulkhead_config::BulkheadConfig) -> String {
     }
 }
 
+/// The `limit` cell of a semaphore in `explain`: its permits, and for a limit shared by
+/// the cluster the store, the lease and what each process runs while Redis cannot answer.
+fn cluster_limit_cell(permits: u32, cluster: Option<&ClusterLimitConfig>) -> String {
+    let Some(cluster) = cluster else {
+        return format!("{permits} permits");
+    };
+    let store = &cluster.store;
+    let on_error = match store.on_store_error {
+        OnStoreError::Local => format!("local {} per process", store.local_share(permits)),
+        other => other.as_str().to_owned(),
+    };
+    format!(
+        "{permits} permits cluster-wide ({}; lease {}; Redis down: {on_error}{})",
+        store_cell(store),
+        cluster.lease_ttl,
+        anyway(store)
+    )
+}
+
+/// Where a cluster store's URL comes from, for `explain`.
+fn store_cell(store: &RateLimitStore) -> String {
+    match store.redis_env_var() {
+        Some(var) => format!("redis from ${var}"),
+        None => "redis".to_owned(),
+    }
+}
+
+fn anyway(store: &RateLimitStore) -> &'static str {
+    if store.start_anyway {
+        "; starts without a usable store"
+    } else {
+        ""
+    }
+}
+
 /// The `rate limit` cell of `explain`: the limit, who shares it, and for a cluster-wide one
 /// the store and what happens while it cannot answer.
 fn rate_limit_cell(rate: Option<&RateLimitConfig>) -> String {
@@ -417,14 +452,9 @@ fn rate_limit_cell(rate: Option<&RateLimitConfig>) -> String {
         ),
         other => other.as_str().to_owned(),
     };
-    let at = match store.redis_env_var() {
-        Some(var) => format!("redis from ${var}"),
-        None => "redis".to_owned(),
-    };
-    let anyway = if store.start_anyway {
-        "; starts without a usable store"
-    } else {
-        ""
-    };
-    format!("{limit} cluster ({at}; Redis down: {on_error}{anyway})")
+    format!(
+        "{limit} cluster ({}; Redis down: {on_error}{})",
+        store_cell(store),
+        anyway(store)
+    )
 }

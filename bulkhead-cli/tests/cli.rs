@@ -275,6 +275,44 @@ fn explain_shows_a_cluster_rate_limit_its_store_and_its_fallback_share() {
 }
 
 #[test]
+fn explain_shows_a_cluster_limit_its_lease_and_its_fallback_share() {
+    let dir = std::env::temp_dir().join(format!("bulkhead-explain-leases-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bulkheads.yaml");
+    std::fs::write(
+        &file,
+        "bulkheads:\n  partner:\n    kind: semaphore\n    max_concurrent_calls: 50\n    \
+         cluster: { store: { redis: \"${REDIS_URL}\", replicas: 3 } }\n",
+    )
+    .unwrap();
+    let explain = |env: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .args(["explain", file.to_str().unwrap()])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let text = stdout(&out);
+        text.lines()
+            .find(|l| l.starts_with("partner "))
+            .unwrap()
+            .to_owned()
+    };
+    let row = explain(&[]);
+    assert!(
+        row.contains(
+            "50 permits cluster-wide (redis from $REDIS_URL; lease 10s; Redis down: local 17 per process)"
+        ),
+        "{row}"
+    );
+    let row = explain(&[
+        ("BULKHEAD_PARTNER__CLUSTER__STORE__ON_STORE_ERROR", "refuse"),
+        ("BULKHEAD_PARTNER__CLUSTER__LEASE_TTL", "3s"),
+    ]);
+    assert!(row.contains("lease 3s; Redis down: refuse)"), "{row}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn suggest_prints_an_entry_that_checks_clean_and_fits_the_timeout() {
     let out = bulkhead(&[
         "suggest",

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    AdaptiveConfig, Duration, Limits, Partitions, PerKeyConfig, RateLimitConfig, SemaphoreConfig,
-    ThreadPoolConfig,
+    AdaptiveConfig, ClusterLimitConfig, Duration, Limits, Partitions, PerKeyConfig,
+    RateLimitConfig, SemaphoreConfig, ThreadPoolConfig,
 };
 
 /// Every bulkhead a program declares, by name, after templates are resolved.
@@ -93,11 +93,17 @@ pub struct BulkheadConfig {
     /// number of tracked keys; `None`: keys are not limited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_key: Option<PerKeyConfig>,
+    /// A semaphore's `max_concurrent_calls` shared by every replica: each running call
+    /// holds a lease in Redis (see [`ClusterLimitConfig`]); `None`: the limit is this
+    /// process's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterLimitConfig>,
 }
 
 impl BulkheadConfig {
     /// A bulkhead with the given kind-specific limits and everything else default: no
-    /// rate limit, call timeout, expectations, adaptive limit, partitions or per-key cap.
+    /// rate limit, call timeout, expectations, adaptive limit, partitions, per-key cap or
+    /// cluster-wide limit.
     pub fn new(limits: Limits) -> Self {
         BulkheadConfig {
             limits,
@@ -108,6 +114,7 @@ impl BulkheadConfig {
             adaptive: None,
             partitions: Partitions::default(),
             per_key: None,
+            cluster: None,
         }
     }
 

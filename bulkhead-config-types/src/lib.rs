@@ -23,6 +23,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod adaptive;
+mod cluster;
 mod config;
 mod deploy;
 mod duration;
@@ -33,6 +34,7 @@ mod rate_limit;
 mod validate;
 
 pub use adaptive::*;
+pub use cluster::*;
 pub use config::*;
 pub use deploy::{CheckedDeploy, KindChange, SIZES_NOT_KINDS};
 pub use duration::{Duration, DurationParseError};

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::{BulkheadConfig, Limits, RateLimitScope};
+use crate::{BulkheadConfig, ClusterLimitConfig, Limits, RateLimitScope, RateLimitStore};
 
 /// The most threads one pool may have; more is a typo (a pool is sized from QPS × latency).
 pub const MAX_THREADS_PER_POOL: u32 = 10_000;
@@ -279,28 +279,33 @@ impl BulkheadConfig {
                      `store: { redis: \"redis://host:6379\" }` (or `redis: \"${REDIS_URL}\"`)"
                         .into(),
                 ),
-                (_, Some(store)) => {
-                    if let Some(problem) = redis_address_problem(&store.redis) {
-                        rule(&["rate_limit", "store", "redis"], problem);
-                    }
-                    if store.replicas == 0 {
-                        rule(
-                            &["rate_limit", "store", "replicas"],
-                            "is 0: it counts the processes that share the limit; set it to at \
-                             least 1"
-                                .into(),
-                        );
-                    }
-                    if store.response_timeout.is_zero() {
-                        rule(
-                            &["rate_limit", "store", "response_timeout"],
-                            "is 0: no answer from Redis could arrive in time; set it to a few \
-                             round trips, such as `50ms`"
-                                .into(),
-                        );
-                    }
-                }
+                (_, Some(store)) => store_problems(&["rate_limit", "store"], store, &mut rule),
                 (RateLimitScope::Process, None) => {}
+            }
+        }
+        if let Some(cluster) = &self.cluster {
+            store_problems(&["cluster", "store"], &cluster.store, &mut rule);
+            if !matches!(self.limits, Limits::Semaphore(_)) {
+                rule(
+                    &["cluster"],
+                    "applies to a semaphore's `max_concurrent_calls`: a thread pool's threads \
+                     are this process's own; use `kind: semaphore` for a limit shared by every \
+                     replica"
+                        .into(),
+                );
+            }
+            let floor = ClusterLimitConfig::MIN_LEASE_TTL;
+            let heartbeat = cluster.store.response_timeout.as_std().saturating_mul(3);
+            if cluster.lease_ttl < floor || cluster.lease_ttl.as_std() < heartbeat {
+                rule(
+                    &["cluster", "lease_ttl"],
+                    format!(
+                        "is {}: a lease must outlive its heartbeat (every `lease_ttl / 3`, each \
+                         waiting up to `store.response_timeout`, {}); give at least {floor} and \
+                         3 × `response_timeout`, such as `10s`",
+                        cluster.lease_ttl, cluster.store.response_timeout
+                    ),
+                );
             }
         }
         let s = self.saturation;
@@ -436,6 +441,32 @@ impl BulkheadConfig {
             }
         }
         out
+    }
+}
+
+/// The rules on a store (of a cluster rate limit or a cluster limit), at key path `at`.
+fn store_problems(
+    at: &[&'static str; 2],
+    store: &RateLimitStore,
+    rule: &mut impl FnMut(&[&'static str], String),
+) {
+    let key = |name: &'static str| [at[0], at[1], name];
+    if let Some(problem) = redis_address_problem(&store.redis) {
+        rule(&key("redis"), problem);
+    }
+    if store.replicas == 0 {
+        rule(
+            &key("replicas"),
+            "is 0: it counts the processes that share the limit; set it to at least 1".into(),
+        );
+    }
+    if store.response_timeout.is_zero() {
+        rule(
+            &key("response_timeout"),
+            "is 0: no answer from Redis could arrive in time; set it to a few round trips, such \
+             as `50ms`"
+                .into(),
+        );
     }
 }
 

@@ -16,9 +16,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    AdaptiveAlgorithm, AdaptiveConfig, CodelConfig, Duration, Expected, Kind, OnFull, Partitions,
-    PerKeyConfig, QueueOrder, RateLimitConfig, SaturationThresholds, SemaphoreConfig,
-    ThreadPoolConfig,
+    AdaptiveAlgorithm, AdaptiveConfig, ClusterLimitConfig, CodelConfig, Duration, Expected, Kind,
+    OnFull, Partitions, PerKeyConfig, QueueOrder, RateLimitConfig, SaturationThresholds,
+    SemaphoreConfig, ThreadPoolConfig,
 };
 
 /// A `bulkheads.yaml` document: reusable templates and the bulkheads the code uses.
@@ -136,6 +136,13 @@ pub struct BulkheadSpec {
     /// `#[bulkhead("…", key = tenant_id)]` names the key. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_key: Option<PerKeyConfig>,
+    /// Semaphore: `max_concurrent_calls` is the limit of every process sharing the store,
+    /// `{ store: { redis: "${REDIS_URL}", replicas: 5 }, lease_ttl: 10s }`: each running
+    /// call holds a lease in Redis, renewed every `lease_ttl / 3`; a crashed process's
+    /// leases expire within `lease_ttl`. `store` takes the keys of a cluster rate limit's
+    /// store. Default: none (the limit is each process's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterLimitConfig>,
 }
 
 /// A bulkhead or template name: letters, digits, `-` and `_`.
@@ -148,7 +155,7 @@ pub struct BulkheadSpec {
 struct Name(String);
 
 /// The keys only a semaphore has, or only a thread pool has: the properties of their
-/// resolved types' schemas (made once per process).
+/// resolved types' schemas, and a semaphore's `cluster` (made once per process).
 pub(crate) fn kind_keys(kind: Kind) -> &'static [String] {
     fn keys(schema: schemars::Schema) -> Vec<String> {
         schema
@@ -160,7 +167,11 @@ pub(crate) fn kind_keys(kind: Kind) -> &'static [String] {
     static SEMAPHORE: OnceLock<Vec<String>> = OnceLock::new();
     static THREAD_POOL: OnceLock<Vec<String>> = OnceLock::new();
     match kind {
-        Kind::Semaphore => SEMAPHORE.get_or_init(|| keys(schemars::schema_for!(SemaphoreConfig))),
+        Kind::Semaphore => SEMAPHORE.get_or_init(|| {
+            let mut keys = keys(schemars::schema_for!(SemaphoreConfig));
+            keys.push("cluster".to_owned());
+            keys
+        }),
         Kind::ThreadPool => {
             THREAD_POOL.get_or_init(|| keys(schemars::schema_for!(ThreadPoolConfig)))
         }
@@ -242,7 +253,8 @@ impl BulkheadSpec {
             expected,
             adaptive,
             partitions,
-            per_key
+            per_key,
+            cluster
         )
     }
 
@@ -293,6 +305,7 @@ impl BulkheadSpec {
                 .filter(|a| a.algorithm != AdaptiveAlgorithm::Off),
             partitions: self.partitions.clone().unwrap_or_default(),
             per_key: self.per_key,
+            cluster: self.cluster.clone(),
         }
     }
 }
@@ -309,6 +322,7 @@ impl From<&crate::BulkheadConfig> for BulkheadSpec {
             adaptive: config.adaptive,
             partitions: (!config.partitions.is_empty()).then(|| config.partitions.clone()),
             per_key: config.per_key,
+            cluster: config.cluster.clone(),
             ..BulkheadSpec::default()
         };
         match &config.limits {

@@ -229,6 +229,21 @@ pub(crate) fn lint(config: &Config, locate: &Locate<'_>, document: &Location) ->
                 _ => {}
             }
         }
+        if let (Some(cluster), Limits::Semaphore(semaphore)) = (&bulkhead.cluster, &bulkhead.limits)
+            && cluster.store.on_store_error == OnStoreError::Local
+            && cluster.store.replicas == 1
+        {
+            warn(
+                name,
+                &["cluster", "store", "replicas"],
+                format!(
+                    "is 1: while Redis is unreachable (`on_store_error: local`) every process \
+                     runs the whole limit of {} calls; set `replicas` to the number of \
+                     processes so each falls back to its share",
+                    semaphore.max_concurrent_calls
+                ),
+            );
+        }
     }
     if total_threads > TOTAL_THREADS_WARNING {
         out.push(Diagnostic::at(

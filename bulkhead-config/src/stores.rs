@@ -1,5 +1,5 @@
-//! Cluster stores a deploy cannot start with: a `scope: cluster` rate limit whose store
-//! cannot be used at all (its `${NAME}` variable unset, a URL that is not `redis://…`).
+//! Cluster stores a deploy cannot start with: a `scope: cluster` rate limit's or a
+//! `cluster:` limit's store that cannot be used at all (its `${NAME}` variable unset, a URL that is not `redis://…`).
 //! The rule itself is [`RateLimitStore::url`](crate::RateLimitStore::url); this places
 //! its answer in the deploy's files.
 
@@ -7,7 +7,8 @@ use crate::Parsed;
 use crate::diagnostic::{Diagnostic, Diagnostics, Severity};
 
 impl Parsed {
-    /// An error for each cluster-wide rate limit whose store cannot be used now (its
+    /// An error for each cluster-wide rate limit or concurrency limit (`cluster:`) whose
+    /// store cannot be used now (its
     /// variable read from this process's environment), unless the store says
     /// `start_anyway: true`. `bulkhead::Deploy` refuses to install or pass a check with
     /// any: a process would otherwise run on `on_store_error` without saying so.
@@ -27,27 +28,28 @@ impl Parsed {
     pub fn unusable_stores(&self) -> Diagnostics {
         let mut problems = Vec::new();
         for (name, bulkhead) in &self.config.bulkheads {
-            let Some(store) = bulkhead.rate_limit.as_ref().and_then(|r| r.cluster_store()) else {
-                continue;
-            };
-            if store.start_anyway {
-                continue;
-            }
-            if let Err(why) = store.url() {
-                let (file, line, column) = self.declared_at(name).unwrap_or(("deploy", 0, 0));
-                problems.push(Diagnostic {
-                    line,
-                    column,
-                    ..Diagnostic::unplaced(
-                        Severity::Error,
-                        file,
-                        format!("bulkheads.{name}.rate_limit.store.redis"),
-                        format!(
-                            "{why}; or set `start_anyway: true` to start with every decision \
-                             following `on_store_error`"
-                        ),
-                    )
-                });
+            let rate = bulkhead.rate_limit.as_ref().and_then(|r| r.cluster_store());
+            let leases = bulkhead.cluster.as_ref().map(|c| &c.store);
+            for (store, at) in [(rate, "rate_limit.store"), (leases, "cluster.store")] {
+                let Some(store) = store.filter(|s| !s.start_anyway) else {
+                    continue;
+                };
+                if let Err(why) = store.url() {
+                    let (file, line, column) = self.declared_at(name).unwrap_or(("deploy", 0, 0));
+                    problems.push(Diagnostic {
+                        line,
+                        column,
+                        ..Diagnostic::unplaced(
+                            Severity::Error,
+                            file,
+                            format!("bulkheads.{name}.{at}.redis"),
+                            format!(
+                                "{why}; or set `start_anyway: true` to start with every \
+                                 decision following `on_store_error`"
+                            ),
+                        )
+                    });
+                }
             }
         }
         Diagnostics::from(problems)

@@ -209,3 +209,52 @@ fn a_deploy_layer_that_is_not_a_mapping_is_an_error_not_ignored() {
         "{errors}"
     );
 }
+
+#[test]
+fn a_cluster_limit_is_layered_like_every_key_files_then_environment() {
+    let declared = "bulkheads:\n  partner:\n    kind: semaphore\n    max_concurrent_calls: 50\n    \
+                    cluster: { store: { redis: \"redis://127.0.0.1:6379\", replicas: 2 } }\n";
+    let config = Layers::new("bulkheads.yaml", declared)
+        .yaml(
+            "prod.yaml",
+            "bulkheads:\n  partner:\n    cluster:\n      store: { on_store_error: refuse }\n      lease_ttl: 30s\n",
+        )
+        .unwrap()
+        .env_vars([
+            (
+                env_var_name("partner", &["cluster", "store", "replicas"]),
+                "5".to_owned(),
+            ),
+            (
+                "BULKHEAD_PARTNER__CLUSTER__LEASE_TTL".to_owned(),
+                "20s".to_owned(),
+            ),
+        ])
+        .extract()
+        .unwrap();
+    let cluster = config.bulkheads["partner"].cluster.clone().unwrap();
+    assert_eq!(cluster.store.redis, "redis://127.0.0.1:6379");
+    assert_eq!(cluster.store.replicas, 5);
+    assert_eq!(
+        cluster.store.on_store_error,
+        bulkhead_config::OnStoreError::Refuse
+    );
+    assert_eq!(cluster.lease_ttl, bulkhead_config::Duration::from_secs(20));
+}
+
+#[test]
+fn a_cluster_limit_on_a_thread_pool_or_with_a_short_lease_is_refused() {
+    let text = "bulkheads:\n  pool:\n    kind: thread-pool\n    cluster: { store: { redis: \"redis://h\" } }\n  \
+                short:\n    kind: semaphore\n    cluster: { store: { redis: \"redis://h\", response_timeout: 50ms }, lease_ttl: 120ms }\n";
+    let errors = parse_file("bulkheads.yaml", text).unwrap_err().to_string();
+    assert!(
+        errors.contains("bulkheads.pool.cluster: applies to a semaphore's `max_concurrent_calls`"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains(
+            "bulkheads.short.cluster.lease_ttl: is 120ms: a lease must outlive its heartbeat"
+        ),
+        "{errors}"
+    );
+}

@@ -227,6 +227,9 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
                     bulkhead_config::Limits::Semaphore(s) => s.fair,
                     _ => true,
                 };
+                // A semaphore that is not fair also shares its limit with the cluster.
+                let cluster = matches!(&limits, bulkhead_config::Limits::Semaphore(s) if !s.fair)
+                    .then(|| bulkhead_config::ClusterLimitConfig::redis("${REDIS_URL}"));
                 BulkheadConfig {
                     limits,
                     rate_limit,
@@ -240,6 +243,7 @@ fn bulkhead() -> impl Strategy<Value = BulkheadConfig> {
                         bulkhead_config::Partitions::default()
                     },
                     per_key: shares.then(|| bulkhead_config::PerKeyConfig::new(2)),
+                    cluster,
                 }
             },
         )

@@ -46,7 +46,8 @@ pub use declaration::{
 };
 pub use error::{BulkheadError, BulkheadName, Refused};
 pub use rate_limit::{
-    RateAdmission, RateLimiter, StoreCheck, check_cluster_stores, retry_after_header_secs,
+    LeaseSnapshot, RateAdmission, RateLimiter, StoreCheck, check_cluster_stores,
+    retry_after_header_secs,
 };
 #[doc(hidden)]
 pub use registry::declared_handle;

@@ -23,6 +23,12 @@
 //! | `bulkhead_calls_total` | counter | `bulkhead`, `outcome` | `completed`, `panicked`, `cancelled`, `refused`, `reentrant` |
 //! | `bulkhead_refusals_total` | counter | `bulkhead`, `reason` | `full`, `timeout`, `queue_timeout`, `rate_limited`, `shut_down`, `key_limit` |
 //! | `bulkhead_rate_limit_store_errors_total` | counter | `bulkhead` | decisions a `scope: cluster` rate limit's store could not make (only bulkheads with one) |
+//! | `bulkhead_cluster_leases_held` | gauge | `bulkhead` | calls of this process running on a lease of a cluster-wide concurrency limit (`cluster:` only) |
+//! | `bulkhead_cluster_leases_unleased` | gauge | `bulkhead` | calls admitted by `on_store_error` without a lease while Redis could not answer |
+//! | `bulkhead_cluster_leases_renewed_total` | counter | `bulkhead` | leases extended by the heartbeat |
+//! | `bulkhead_cluster_leases_expired_total` | counter | `bulkhead` | leases found gone while their call ran (a stall longer than `lease_ttl`, Redis restarted), added again |
+//! | `bulkhead_cluster_leases_reclaimed_total` | counter | `bulkhead` | expired leases (a crashed process's) removed by this process |
+//! | `bulkhead_cluster_lease_store_errors_total` | counter | `bulkhead` | lease requests Redis could not answer (calls among them followed `on_store_error`) |
 //! | `bulkhead_fallbacks_total` | counter | `bulkhead` | refused calls answered by a fallback |
 //! | `bulkhead_call_timeouts_total` | counter | `bulkhead` | admitted calls whose caller got `CallTimeout` (also in their outcome) |
 //! | `bulkhead_discarded_results_total` | counter | `bulkhead` | sync pool calls finished after their caller's call timeout: result thrown away |
@@ -95,6 +101,8 @@ enum Source {
     Gauge(fn(&BulkheadSnapshot) -> Option<u32>),
     /// One or more series per bulkhead snapshot.
     Bulkhead(fn(&BulkheadSnapshot, Emit<'_>)),
+    /// One counter per bulkhead snapshot with a cluster-wide concurrency limit.
+    Leases(fn(&crate::LeaseSnapshot) -> u64),
     /// One series per partition of each bulkhead snapshot.
     Partitions(fn(&crate::PartitionSnapshot) -> Value<'static>),
     /// The registry's reload counters.
@@ -156,6 +164,16 @@ impl MetricFamily {
                     });
                 }
             }
+            Source::Leases(value) => {
+                for snapshot in sources.snapshots {
+                    if let Some(leases) = &snapshot.leases {
+                        each(Series {
+                            labels: &[snapshot.name.as_str()],
+                            value: Value::Counter(value(leases)),
+                        });
+                    }
+                }
+            }
             Source::Partitions(value) => {
                 for snapshot in sources.snapshots {
                     for partition in &snapshot.partitions {
@@ -205,6 +223,21 @@ const fn per_bulkhead(
     }
 }
 
+/// A counter of a cluster-wide concurrency limit's leases (only bulkheads with one).
+const fn lease_counter(
+    name: &'static str,
+    help: &'static str,
+    value: fn(&crate::LeaseSnapshot) -> u64,
+) -> MetricFamily {
+    MetricFamily {
+        name,
+        metric_type: MetricType::Counter,
+        help,
+        labels: &["bulkhead"],
+        source: Source::Leases(value),
+    }
+}
+
 /// One series per partition of each partitioned bulkhead (bounded: at most 16 each).
 const fn per_partition(
     name: &'static str,
@@ -222,7 +255,7 @@ const fn per_partition(
 }
 
 /// Every metric family, in the order they are published.
-pub static FAMILIES: [MetricFamily; 28] = [
+pub static FAMILIES: [MetricFamily; 34] = [
     per_bulkhead(
         "bulkhead_info",
         MetricType::Gauge,
@@ -312,6 +345,36 @@ pub static FAMILIES: [MetricFamily; 28] = [
                 each(&[], Value::Counter(errors));
             }
         },
+    ),
+    gauge(
+        "bulkhead_cluster_leases_held",
+        "Calls of this process running on a lease of a cluster-wide concurrency limit (cluster:).",
+        |s| s.leases.as_ref().map(|l| l.held),
+    ),
+    gauge(
+        "bulkhead_cluster_leases_unleased",
+        "Calls of this process admitted by on_store_error without a lease (Redis could not answer).",
+        |s| s.leases.as_ref().map(|l| l.unleased),
+    ),
+    lease_counter(
+        "bulkhead_cluster_leases_renewed_total",
+        "Leases of a cluster-wide concurrency limit extended by the heartbeat.",
+        |l| l.renewed,
+    ),
+    lease_counter(
+        "bulkhead_cluster_leases_expired_total",
+        "Leases the heartbeat found gone while their call ran (a stall longer than lease_ttl, or Redis restarted); each was added again.",
+        |l| l.expired,
+    ),
+    lease_counter(
+        "bulkhead_cluster_leases_reclaimed_total",
+        "Expired leases (of a crashed or stalled process) removed from the store by this process.",
+        |l| l.reclaimed,
+    ),
+    lease_counter(
+        "bulkhead_cluster_lease_store_errors_total",
+        "Requests a cluster-wide concurrency limit's store (Redis) could not answer; the calls among them followed on_store_error.",
+        |l| l.store_errors,
     ),
     per_bulkhead(
         "bulkhead_fallbacks_total",

@@ -56,7 +56,10 @@ use crate::{BulkheadError, BulkheadName};
 
 mod client;
 mod cluster;
+mod leases;
 mod state;
+
+pub use leases::LeaseSnapshot;
 
 use cluster::{ClusterStore, Decision, Report};
 use state::{pack, unpack};
@@ -128,6 +131,13 @@ pub struct RateLimiter {
     fallback_cycle: AtomicU64,
     /// Calls admitted on the local share not yet reported to the store.
     unreported: Mutex<Report>,
+    /// A semaphore's `max_concurrent_calls` shared by the cluster (`cluster:`): a lease
+    /// per running call (`rate_limit/leases.rs`). Kept here because this is the gate every
+    /// admission already asks: with either limit, [`is_enabled`](Self::is_enabled) sends
+    /// the bulkhead's calls down the path that asks it.
+    leases: leases::Leases,
+    /// True with a rate limit or leases: what [`is_enabled`](Self::is_enabled) reads.
+    gated: AtomicBool,
 }
 
 /// A `scope: cluster` limit: the global `limit_for_period` and where it is counted.
@@ -170,6 +180,8 @@ impl RateLimiter {
             epoch_nanos: AtomicU64::new(0),
             fallback_cycle: AtomicU64::new(0),
             unreported: Mutex::new(Report::default()),
+            leases: leases::Leases::disabled(),
+            gated: AtomicBool::new(false),
         };
         limiter.reconfigure(config);
         limiter
@@ -180,10 +192,64 @@ impl RateLimiter {
         RateLimiter::new(None, system_clock())
     }
 
-    /// True when a rate limit is configured.
+    /// True when a rate limit is configured, or a cluster-wide concurrency limit (a
+    /// semaphore's `cluster:`, whose leases this gate also takes): the bulkhead's calls
+    /// then take the path that asks it.
     #[inline]
     pub fn is_enabled(&self) -> bool {
+        self.gated.load(Relaxed)
+    }
+
+    /// True when a rate limit is configured.
+    fn is_limited(&self) -> bool {
         self.limit.load(Relaxed) != 0
+    }
+
+    fn update_gate(&self) {
+        self.gated
+            .store(self.is_limited() || self.leases.is_enabled(), Release);
+    }
+
+    /// Applies a semaphore's cluster-wide concurrency limit of `limit` calls (`None`:
+    /// none), as [`reconfigure`](Self::reconfigure) applies a rate limit.
+    pub(crate) fn set_cluster_limit(
+        &self,
+        limit: u32,
+        config: Option<&bulkhead_config_types::ClusterLimitConfig>,
+    ) {
+        let _serialised = self.reconfiguring.lock();
+        self.leases
+            .reconfigure(&self.name, limit, config, &self.clock);
+        self.update_gate();
+    }
+
+    /// A call admitted by the semaphore's count takes its cluster lease (nothing without
+    /// a cluster-wide concurrency limit).
+    ///
+    /// # Errors
+    ///
+    /// [`BulkheadError::Full`] when the cluster has no lease free, or Redis could not
+    /// answer and `on_store_error` refuses.
+    #[inline]
+    pub(crate) fn begin_call(&self) -> Result<(), BulkheadError> {
+        if self.leases.is_enabled() {
+            self.leases.begin(&self.name)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A call [`begin_call`](Self::begin_call) admitted gave its permit back.
+    #[inline]
+    pub(crate) fn end_call(&self) {
+        if self.leases.is_enabled() {
+            self.leases.end();
+        }
+    }
+
+    /// The cluster-wide concurrency limit's leases, if the bulkhead has one.
+    pub fn leases(&self) -> Option<LeaseSnapshot> {
+        self.leases.snapshot()
     }
 
     /// The configured `timeout`: how long a caller may wait for a coming period.
@@ -213,28 +279,35 @@ impl RateLimiter {
             .then(|| self.store_errors.load(Relaxed))
     }
 
-    /// With a cluster-wide limit, asks its store once (within `response_timeout`) whether
-    /// it can count the limit: the URL is usable, Redis answers, and the limit's key is
-    /// free or its own. `None` for a per-process limit. Decisions never depend on it: a
+    /// With a cluster-wide rate limit or concurrency limit (`cluster:`), asks each store
+    /// once (within its `response_timeout`) whether it can count the limit: the URL is
+    /// usable, Redis answers, and the limit's key is free or its own. `None` with neither. Decisions never depend on it: a
     /// readiness probe or a start-up check calls it (see [`check_cluster_stores`]).
     ///
     /// # Errors
     ///
     /// What is wrong, as a sentence with the fix when there is one (never a password).
     pub fn check_store(&self) -> Option<Result<(), String>> {
-        self.cluster().map(|cluster| cluster.store.check())
+        let rate = self.cluster().map(|cluster| cluster.store.check());
+        match (rate, self.leases.check_store()) {
+            (Some(Err(rate)), Some(Err(leases))) if rate != leases => {
+                Some(Err(format!("{rate}; and for the leases: {leases}")))
+            }
+            (Some(Err(why)), _) | (_, Some(Err(why))) => Some(Err(why)),
+            (rate, leases) => rate.or(leases),
+        }
     }
 
     /// The current `refresh_period` (`None` without a rate limit).
     pub fn refresh_period(&self) -> Option<Duration> {
-        self.is_enabled()
+        self.is_limited()
             .then(|| Duration::from_nanos(self.period_nanos.load(Relaxed)))
     }
 
     /// Permissions left in the current period (negative: reserved by waiting callers). For
     /// a cluster-wide limit, those of this process's `on_store_error: local` share.
     pub fn available_permissions(&self) -> i64 {
-        if !self.is_enabled() {
+        if !self.is_limited() {
             return i64::MAX;
         }
         let now = self.elapsed_nanos();
@@ -249,6 +322,7 @@ impl RateLimiter {
         let Some(config) = config.filter(|c| c.limit_for_period > 0) else {
             self.set_cluster(None);
             self.limit.store(0, Release);
+            self.update_gate();
             return;
         };
         let mut local_limit = config.limit_for_period;
@@ -312,6 +386,7 @@ impl RateLimiter {
         }
         self.period_nanos.store(new_period, Release);
         self.limit.store(new_limit, Release);
+        self.update_gate();
     }
 
     fn cluster(&self) -> Option<Arc<Cluster>> {
@@ -557,7 +632,7 @@ impl RateLimiter {
     /// [`BulkheadError::RateLimited`] naming `name`, with when to retry, when no permission
     /// comes within the `timeout`.
     pub fn acquire_blocking(&self, name: &BulkheadName) -> Result<(), BulkheadError> {
-        if !self.is_enabled() {
+        if !self.is_limited() {
             return Ok(());
         }
         match self.reserve(self.timeout()) {

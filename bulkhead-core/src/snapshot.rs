@@ -65,6 +65,10 @@ pub struct BulkheadSnapshot {
     /// With a cluster-wide rate limit (`scope: cluster`), the decisions its store could
     /// not make (each followed `on_store_error`); `None` otherwise.
     pub rate_limit_store_errors: Option<u64>,
+    /// With a cluster-wide concurrency limit (a semaphore's `cluster:`), its leases: held,
+    /// running without one, renewed, expired, reclaimed, refused, store errors; `None`
+    /// otherwise.
+    pub leases: Option<crate::LeaseSnapshot>,
     /// Each partition's share and counters (`partitions` in the config); empty when the
     /// bulkhead is not partitioned.
     pub partitions: Vec<crate::PartitionSnapshot>,

@@ -1134,6 +1134,19 @@ mod metrics_bridge {
             assert!(refused.join().unwrap(), "over the key's cap");
         });
 
+        // A cluster concurrency limit whose Redis cannot be reached (nothing on port 1): the
+        // lease families, with a counted store error.
+        let mut leased =
+            bulkhead_config_types::BulkheadConfig::semaphore(crate::semaphore_config(4, 0));
+        leased.cluster = Some(bulkhead_config_types::ClusterLimitConfig::redis(
+            "redis://127.0.0.1:1/",
+        ));
+        if let Some(cluster) = &mut leased.cluster {
+            cluster.store.on_store_error = bulkhead_config_types::OnStoreError::Refuse;
+        }
+        let partner = registry.register("partner", &leased).unwrap();
+        assert!(partner.as_semaphore().unwrap().call(|| ()).is_err());
+
         let text = prometheus::encode_registry(&registry);
         let recorder = LastValue::default();
         metrics::with_local_recorder(&recorder, || {
@@ -1179,7 +1192,8 @@ mod metrics_bridge {
             assert_eq!(&bridge_families[family], text, "family {family}");
         }
         // Every family of the table is in both (the fixture has a pool, fallbacks, timed
-        // calls and a reload), but the one only a cluster-wide rate limit has.
+        // calls, a reload and a cluster concurrency limit), but the one only a cluster-wide
+        // rate limit has.
         drop(held);
         for family in &bulkhead_core::metric_families::FAMILIES {
             let Some((kind, _)) = text_families.get(family.name) else {

@@ -8,9 +8,9 @@
 //! names only the facade's `__private::config_types` (`crate_path.rs`).
 
 use bulkhead_config::{
-    AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, CodelConfig, Duration, Expected, Limits,
-    OnFull, OnStoreError, Partitions, PerKeyConfig, QueueOrder, RateLimitConfig, RateLimitScope,
-    RateLimitStore, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
+    AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, ClusterLimitConfig, CodelConfig, Duration,
+    Expected, Limits, OnFull, OnStoreError, Partitions, PerKeyConfig, QueueOrder, RateLimitConfig,
+    RateLimitScope, RateLimitStore, SaturationThresholds, SemaphoreConfig, ThreadPoolConfig,
 };
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -27,6 +27,7 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
         adaptive,
         partitions,
         per_key,
+        cluster,
     } = config;
     let limits = self::limits(limits);
     let adaptive = option(adaptive.as_ref(), self::adaptive);
@@ -36,6 +37,7 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
     let expected = option(expected.as_ref(), self::expected);
     let partitions = self::partitions(partitions);
     let per_key = option(per_key.as_ref(), self::per_key);
+    let cluster = option(cluster.as_ref(), self::cluster);
     quote! {
         #c::BulkheadConfig {
             limits: #limits,
@@ -46,6 +48,19 @@ pub(crate) fn bulkhead_config(config: &BulkheadConfig) -> TokenStream {
             adaptive: #adaptive,
             partitions: #partitions,
             per_key: #per_key,
+            cluster: #cluster,
+        }
+    }
+}
+
+fn cluster(cluster: &ClusterLimitConfig) -> TokenStream {
+    let c = types();
+    let ClusterLimitConfig { store, lease_ttl } = cluster;
+    let (store, lease_ttl) = (self::store(store), duration(*lease_ttl));
+    quote! {
+        #c::ClusterLimitConfig {
+            store: #store,
+            lease_ttl: #lease_ttl,
         }
     }
 }

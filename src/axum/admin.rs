@@ -335,9 +335,12 @@ fn declaration_sites(name: &str) -> (Option<Site>, Vec<Site>) {
     (Some(site), functions)
 }
 
-/// `config` as an admin answer shows it: the password of a Redis URL hidden.
+/// `config` as an admin answer shows it: the password of every Redis URL hidden (a
+/// cluster rate limit's store, a cluster concurrency limit's).
 pub(super) fn shown(mut config: BulkheadConfig) -> BulkheadConfig {
-    if let Some(store) = config.rate_limit.as_mut().and_then(|r| r.store.as_mut()) {
+    let rate = config.rate_limit.as_mut().and_then(|r| r.store.as_mut());
+    let leases = config.cluster.as_mut().map(|c| &mut c.store);
+    for store in rate.into_iter().chain(leases) {
         store.redis = crate::config::redact_url(&store.redis).into_owned();
     }
     config

@@ -69,10 +69,16 @@ impl Checker<'_> {
                 }
                 // A deploy cannot change the kind, so it is told what it can set instead.
                 let advice = if self.deploy {
+                    // The sizes only: a semaphore's `cluster` is its own, but not a size.
+                    let sizes: Vec<String> = kind_keys(kind)
+                        .iter()
+                        .filter(|k| *k != "cluster")
+                        .cloned()
+                        .collect();
                     format!(
                         "{}: remove it; a {kind} is sized with {}",
                         crate::SIZES_NOT_KINDS,
-                        quoted_list(kind_keys(kind))
+                        quoted_list(&sizes)
                     )
                 } else {
                     format!("remove it, or make it `kind: {other}`")

@@ -128,8 +128,8 @@ return {admitted, string.format('%.0f', wait), string.format('%.0f', permissions
 
 static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SCRIPT));
 
-/// The health check: `{1}` when the limit's key is free or the limit's hash, `{0}` when it
-/// holds another type. Writes nothing.
+/// The health check of a rate limit: `{1}` when the limit's key is free or the limit's
+/// hash, `{0}` when it holds another type. Writes nothing.
 const CHECK_SCRIPT: &str = r"
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind == 'none' or kind == 'hash' then
@@ -139,6 +139,24 @@ return {0}
 ";
 
 static CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(CHECK_SCRIPT));
+
+/// The health check of a concurrency limit's leases: as [`CHECK_SCRIPT`], for a sorted set.
+const CHECK_LEASES_SCRIPT: &str = r"
+local kind = redis.call('TYPE', KEYS[1]).ok
+if kind == 'none' or kind == 'zset' then
+  return {1}
+end
+return {0}
+";
+
+static CHECK_LEASES: LazyLock<Script> = LazyLock::new(|| Script::new(CHECK_LEASES_SCRIPT));
+
+/// What a store counts: a rate limit (a hash) or a concurrency limit's leases (a sorted set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    RateLimit,
+    Leases,
+}
 
 /// Idle connections kept for reuse per store.
 pub(crate) const MAX_IDLE: usize = 32;
@@ -189,6 +207,7 @@ pub(crate) struct Decision {
 /// One cluster-wide limit's store: a Redis client, its idle connections and its health.
 pub(crate) struct ClusterStore {
     config: RateLimitStore,
+    purpose: Purpose,
     key: String,
     client: Result<Client, String>,
     idle: Mutex<Vec<Connection>>,
@@ -217,9 +236,27 @@ impl ClusterStore {
     /// A store for the bulkhead `name` as `config` says. Connects lazily; a URL that cannot
     /// be used makes every decision a store error (logged), never a panic.
     pub(crate) fn new(name: &str, config: &RateLimitStore) -> Self {
+        Self::with_key(
+            Purpose::RateLimit,
+            format!("{}{name}", config.key_prefix),
+            config,
+        )
+    }
+
+    /// The store of the leases of bulkhead `name` (key: `key_prefix` + `name` + `:leases`).
+    pub(crate) fn for_leases(name: &str, config: &RateLimitStore) -> Self {
+        Self::with_key(
+            Purpose::Leases,
+            format!("{}{name}:leases", config.key_prefix),
+            config,
+        )
+    }
+
+    fn with_key(purpose: Purpose, key: String, config: &RateLimitStore) -> Self {
         ClusterStore {
             config: config.clone(),
-            key: format!("{}{name}", config.key_prefix),
+            purpose,
+            key,
             client: config.url().and_then(|url| client::open(&url)),
             idle: Mutex::new(Vec::new()),
             health: Mutex::new(Health {
@@ -250,6 +287,41 @@ impl ClusterStore {
         report: Report,
         now: &dyn Fn() -> Instant,
     ) -> Result<Decision, StoreError> {
+        let args = [
+            i64::from(limit),
+            micros(period).max(1),
+            micros(timeout),
+            i64::from(report.count),
+            i64::try_from(report.cycle).unwrap_or(i64::MAX),
+        ];
+        let answer = self.call(&RATE_SCRIPT, &args, 3, now)?;
+        let [admitted, wait, left] = answer[..] else {
+            unreachable!("call checked the length")
+        };
+        let wait = Duration::from_micros(wait.max(0).unsigned_abs());
+        let admission = if admitted != 1 {
+            RateAdmission::Refused {
+                retry_after: wait.max(Duration::from_micros(1)),
+            }
+        } else if wait.is_zero() {
+            RateAdmission::Admitted
+        } else {
+            RateAdmission::WaitUntil(now() + wait)
+        };
+        Ok(Decision { admission, left })
+    }
+
+    /// Runs `script` on the store's key with `args`, expecting `len` numbers back: one
+    /// exchange within `response_timeout`, or none at all while the store backs off after
+    /// a failure (then one caller probes once the delay has passed). `now` reads the
+    /// caller's clock, for the delay.
+    pub(crate) fn call(
+        &self,
+        script: &Script,
+        args: &[i64],
+        len: usize,
+        now: &dyn Fn() -> Instant,
+    ) -> Result<Vec<i64>, StoreError> {
         let client = self
             .client
             .as_ref()
@@ -265,43 +337,36 @@ impl ClusterStore {
                 }
             }
         };
-        let args = [
-            i64::from(limit),
-            micros(period).max(1),
-            micros(timeout),
-            i64::from(report.count),
-            i64::try_from(report.cycle).unwrap_or(i64::MAX),
-        ];
-        let answer = self.round_trip(client, &args);
+        let answer = self.round_trip(client, script, args, len);
         let mut health = self.health.lock();
         if probe {
             health.probing = false;
         }
         match answer {
-            Ok([admitted, wait, left]) => {
+            Ok(answer) => {
                 health.retry_at = None;
                 health.delay = FIRST_DELAY;
-                let wait = Duration::from_micros(wait.max(0).unsigned_abs());
-                let admission = if admitted != 1 {
-                    RateAdmission::Refused {
-                        retry_after: wait.max(Duration::from_micros(1)),
-                    }
-                } else if wait.is_zero() {
-                    RateAdmission::Admitted
-                } else {
-                    RateAdmission::WaitUntil(now() + wait)
-                };
-                Ok(Decision { admission, left })
+                Ok(answer)
             }
             Err(why) => {
-                health.retry_at = Some(now() + health.delay);
-                health.delay = (health.delay * 2).min(MAX_DELAY);
+                // The calls that were already on their way when Redis failed fail too: only
+                // the first of them (or a probe) sets the delay, so it grows once per
+                // failed probe, not once per caller in flight.
+                if probe || health.retry_at.is_none() {
+                    health.retry_at = Some(now() + health.delay);
+                    health.delay = (health.delay * 2).min(MAX_DELAY);
+                }
                 drop(health);
                 // Connections opened before the failure likely share its cause (a restart).
                 self.idle.lock().clear();
                 Err(StoreError::Failed(why))
             }
         }
+    }
+
+    /// True while the store backs off after a failure (nothing is sent before the delay).
+    pub(crate) fn is_failing(&self) -> bool {
+        self.health.lock().retry_at.is_some()
     }
 
     /// Asks Redis once, within `response_timeout`, whether this limit can be counted: the
@@ -316,7 +381,13 @@ impl ClusterStore {
         let deadline = Instant::now() + budget;
         let answer = client
             .connect(deadline)
-            .and_then(|mut connection| connection.eval(&CHECK, &self.key, &[], deadline))
+            .and_then(|mut connection| {
+                let check = match self.purpose {
+                    Purpose::RateLimit => &*CHECK,
+                    Purpose::Leases => &*CHECK_LEASES,
+                };
+                connection.eval(check, &self.key, &[], deadline)
+            })
             .map_err(|f| self.explain(client, &f, budget))?;
         match answer[..] {
             [1] => Ok(()),
@@ -329,14 +400,21 @@ impl ClusterStore {
         }
     }
 
-    /// Sends the script on an idle or new connection; the whole exchange, connecting
-    /// included, within `response_timeout` of wall-clock time.
-    fn round_trip(&self, client: &Client, args: &[i64; 5]) -> Result<[i64; 3], String> {
+    /// Sends `script` on an idle or new connection; the whole exchange, connecting
+    /// included, within `response_timeout` of wall-clock time; an answer of other than
+    /// `len` numbers is garbage.
+    fn round_trip(
+        &self,
+        client: &Client,
+        script: &Script,
+        args: &[i64],
+        len: usize,
+    ) -> Result<Vec<i64>, String> {
         let budget = self.config.response_timeout.as_std();
         let deadline = Instant::now() + budget;
         let idle = self.idle.lock().pop();
         let exchange =
-            |connection: &mut Connection| connection.eval(&RATE_SCRIPT, &self.key, args, deadline);
+            |connection: &mut Connection| connection.eval(script, &self.key, args, deadline);
         let (connection, answer) = match idle {
             Some(mut connection) => {
                 let answer = exchange(&mut connection);
@@ -351,18 +429,18 @@ impl ClusterStore {
             }
         };
         let answer = answer.map_err(|f| self.explain(client, &f, budget))?;
-        let [admitted, wait, left] = answer[..] else {
+        if answer.len() != len {
             return Err(self.explain(
                 client,
-                &Failure::Garbage(format!("{} numbers, not 3", answer.len())),
+                &Failure::Garbage(format!("{} numbers, not {len}", answer.len())),
                 budget,
             ));
-        };
+        }
         let mut idle = self.idle.lock();
         if idle.len() < MAX_IDLE {
             idle.push(connection);
         }
-        Ok([admitted, wait, left])
+        Ok(answer)
     }
 
     /// `failure` as a sentence naming the server, with the fix when there is one.
@@ -377,10 +455,14 @@ impl ClusterStore {
     fn wrong_type(&self, client: &Client) -> String {
         let key = &self.key;
         format!(
-            "the Redis key `{key}` at {} holds another type of value than this limit's hash \
+            "the Redis key `{key}` at {} holds another type of value than this limit's {} \
              (another program, or an older bulkhead, wrote it); free it with \
              `redis-cli DEL {key}` or give the limit another `key_prefix`",
-            client.address()
+            client.address(),
+            match self.purpose {
+                Purpose::RateLimit => "hash",
+                Purpose::Leases => "sorted set of leases",
+            }
         )
     }
 
@@ -402,8 +484,12 @@ impl ClusterStore {
             bulkhead = name,
             store_errors = count,
             on_store_error = self.config.on_store_error.as_str(),
-            "the cluster rate limit's Redis store could not decide ({error}); calls follow \
-             `on_store_error` until it answers again ({count} such calls since the last warning)"
+            "the cluster {}'s Redis store could not decide ({error}); calls follow \
+             `on_store_error` until it answers again ({count} such calls since the last warning)",
+            match self.purpose {
+                Purpose::RateLimit => "rate limit",
+                Purpose::Leases => "concurrency limit",
+            }
         );
     }
 }

@@ -42,6 +42,8 @@ impl Bulkhead {
             Limits::Semaphore(limits) => {
                 let b = SemaphoreBulkhead::with_clock(name, limits, clock);
                 configure(&b, config);
+                b.rate_limiter()
+                    .set_cluster_limit(limits.max_concurrent_calls, config.cluster.as_ref());
                 Bulkhead::Semaphore(b)
             }
             Limits::ThreadPool(limits) => {
@@ -160,6 +162,8 @@ impl Resize<'_> {
             KindLimits::Semaphore(b, limits) => {
                 b.resize(limits);
                 configure(b, self.config);
+                b.rate_limiter()
+                    .set_cluster_limit(limits.max_concurrent_calls, self.config.cluster.as_ref());
             }
             KindLimits::ThreadPool(b, limits) => {
                 b.resize(limits);

@@ -111,7 +111,7 @@ impl<'a> Future for Acquire<'a> {
                 Stage::Permit => {
                     // The error is built only for a refusal, not for a caller that waits.
                     let max_wait = match shared.try_take_fast() {
-                        Ok(()) => return ready(Ok(shared.admitted())),
+                        Ok(()) => return ready(shared.admitted()),
                         // A borrowing partition's call never queues: refused as if full.
                         Err(reason) => match shared.max_wait_for(reason) {
                             Some(max_wait) if self.may_wait => max_wait,
@@ -186,7 +186,7 @@ pub(super) fn try_now(shared: &Shared) -> Option<Result<AsyncPermit<'_>, Bulkhea
         return None;
     }
     match shared.try_take_fast() {
-        Ok(()) => Some(Ok(async_permit(shared.admitted()))),
+        Ok(()) => Some(shared.admitted().map(async_permit)),
         Err(reason) => match shared.max_wait_for(reason) {
             Some(_) => None,
             None => Some(Err(shared.refuse(shared.error(reason)))),

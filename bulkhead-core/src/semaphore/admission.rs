@@ -130,7 +130,7 @@ impl Shared {
                 .map_err(|err| self.refuse(err))?;
         }
         match self.try_take() {
-            Ok(()) => Ok(self.admitted()),
+            Ok(()) => self.admitted(),
             Err(err) => Err(self.refuse(err)),
         }
     }
@@ -255,7 +255,7 @@ impl Shared {
             .acquire_blocking(&self.name)
             .map_err(|err| self.refuse(err))?;
         let refused = match self.try_take() {
-            Ok(()) => return Ok(self.admitted()),
+            Ok(()) => return self.admitted(),
             Err(err) => err,
         };
         match self.max_wait_after(refused) {
@@ -299,17 +299,23 @@ impl Shared {
     /// Turns the end of a wait in the queue into a permit or a counted refusal.
     pub(super) fn settle(&self, waited: Waited) -> Result<RawPermit<'_>, BulkheadError> {
         match waited {
-            Waited::Granted => Ok(self.admitted()),
+            Waited::Granted => self.admitted(),
             Waited::TimedOut(waited) => Err(self.refuse(self.timeout(waited))),
             Waited::ShutDown => Err(self.refuse(self.shut_down())),
         }
     }
 
-    /// A permit for an admitted call, counted `permitted`.
+    /// A permit for an admitted call, counted `permitted`, once the call has its cluster
+    /// lease (`cluster:`; every admission with a lease comes here, the gate sending it off
+    /// the fast path). Refused a lease, the permit goes back and the refusal is counted.
     #[inline]
-    pub(super) fn admitted(&self) -> RawPermit<'_> {
+    pub(super) fn admitted(&self) -> Result<RawPermit<'_>, BulkheadError> {
+        if let Err(refused) = self.rate.begin_call() {
+            self.give_back();
+            return Err(self.refuse(refused));
+        }
         self.counters.permitted.fetch_add(1, Relaxed);
-        RawPermit::new(self, true)
+        Ok(RawPermit::new(self, true))
     }
 
     /// An inline permit for a re-entrant call, counted `reentrant`; holds nothing.

@@ -209,6 +209,7 @@ impl SemaphoreBulkhead {
             saturation: shared.telemetry.saturation(active, limit, 0, 0),
             adaptive: shared.adaptive.snapshot(),
             rate_limit_store_errors: shared.rate.store_errors(),
+            leases: shared.rate.leases(),
             partitions: shared.shares.partition_snapshots(limit),
             per_key: shared.shares.per_key_snapshot(),
         }

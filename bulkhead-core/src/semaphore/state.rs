@@ -238,9 +238,18 @@ impl Shared {
         state & SHUT_DOWN == 0 && !self.fair.load(Relaxed)
     }
 
-    /// Gives one permit back.
+    /// Gives one permit back, and the cluster lease its call held.
     #[inline]
     pub(super) fn release(&self) {
+        if self.rate.is_enabled() {
+            self.rate.end_call();
+        }
+        self.give_back();
+    }
+
+    /// Gives one permit back to the count (or to a waiter).
+    #[inline]
+    pub(super) fn give_back(&self) {
         let mut state = self.state.load(Relaxed);
         loop {
             if state & FLAGS != 0 {

@@ -407,6 +407,7 @@ impl ThreadPoolBulkhead {
                 .saturation(g.active, g.max, g.queued, g.capacity),
             adaptive: shared.adaptive_snapshot(),
             rate_limit_store_errors: shared.rate.store_errors(),
+            leases: shared.rate.leases(),
             partitions: shared.shares.partition_snapshots(shared.admission_limit()),
             per_key: shared.shares.per_key_snapshot(),
         }

@@ -3,6 +3,11 @@
 //! limiter, in the same run; and the cost of a call while Redis is down (the store backs
 //! off, so the call falls back to the local share without touching the network).
 //!
+//! Then a semaphore whose `max_concurrent_calls` is the cluster's (`cluster:`, a lease per
+//! call in Redis) against the same semaphore without it: a call takes an idle lease of its
+//! process when there is one (no round trip) and acquires one from Redis otherwise; the
+//! row's note says how many of the calls went to Redis (`INFO commandstats`).
+//!
 //! Skipped, with the reason in the table, when `redis-server` is not on the `PATH`.
 
 use std::hint::black_box;
@@ -10,7 +15,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use bulkhead_config_types::{
-    BulkheadConfig, Duration, OnStoreError, RateLimitConfig, RateLimitScope, RateLimitStore,
+    BulkheadConfig, ClusterLimitConfig, Duration, OnStoreError, RateLimitConfig, RateLimitScope,
+    RateLimitStore,
 };
 use bulkhead_core::{Bulkhead, SemaphoreBulkhead, system_clock};
 
@@ -23,6 +29,9 @@ const LOCAL: &str = "rate-limited call, scope: process";
 const CLUSTER: &str = "rate-limited call, scope: cluster (Redis on 127.0.0.1)";
 const DOWN: &str = "rate-limited call, scope: cluster, Redis down (local share)";
 const TITLE: &str = "rate-limit admission, cluster vs local";
+const SEMAPHORE: &str = "semaphore call, max_concurrent_calls per process";
+const LEASED: &str = "semaphore call, max_concurrent_calls of the cluster (a lease in Redis)";
+const LEASE_TITLE: &str = "concurrency-limit admission, cluster vs local";
 
 /// A limit no workload reaches: every call is admitted.
 const LIMIT: u32 = 1_000_000_000;
@@ -34,6 +43,13 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
             title: TITLE.into(),
             ours: Cell::missing(CLUSTER, "skipped: no redis-server on the PATH"),
             peer: Cell::missing(LOCAL, "–"),
+            target: "–".into(),
+        });
+        rows.push(Row {
+            workload: Workload::ClusterRateLimit,
+            title: LEASE_TITLE.into(),
+            ours: Cell::missing(LEASED, "skipped: no redis-server on the PATH"),
+            peer: Cell::missing(SEMAPHORE, "–"),
             target: "–".into(),
         });
         return;
@@ -60,6 +76,7 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
             }),
         ],
     );
+    let leases = leases_row(settings, &url);
     let _ = server.kill();
     let _ = server.wait();
     report(TITLE, &results);
@@ -78,6 +95,85 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
         peer: Cell::of(find(&results, LOCAL)),
         target: "–".into(),
     });
+    rows.push(leases);
+}
+
+/// The concurrency-limit row: one caller, calls through a semaphore whose limit is the
+/// cluster's and through one whose limit is its own; the note counts the calls that went
+/// to Redis.
+fn leases_row(settings: &Settings, url: &str) -> Row {
+    let local = semaphore(None);
+    let cluster = semaphore(Some(ClusterLimitConfig {
+        store: RateLimitStore {
+            key_prefix: format!("bench:{}:", std::process::id()),
+            on_store_error: OnStoreError::Local,
+            ..RateLimitStore::redis(url)
+        },
+        ..ClusterLimitConfig::redis(url)
+    }));
+    let before = round_trips(url);
+    let (mut x, mut y) = (0u64, 0u64);
+    let results = measure(
+        settings.fast,
+        vec![
+            each(SEMAPHORE, || {
+                x += 1;
+                black_box(local.call(|| black_box(x)).ok());
+            }),
+            each(LEASED, || {
+                y += 1;
+                black_box(cluster.call(|| black_box(y)).ok());
+            }),
+        ],
+    );
+    let sent = round_trips(url)
+        .zip(before)
+        .map(|(after, before)| after - before);
+    report(LEASE_TITLE, &results);
+    let leases = cluster.snapshot().leases;
+    let errors = leases.map_or(0, |l| l.store_errors);
+    let note = match sent {
+        Some(sent) => format!("{sent} scripts sent to Redis for {y} calls; {errors} store errors"),
+        None => format!("{errors} store errors"),
+    };
+    Row {
+        workload: Workload::ClusterRateLimit,
+        title: LEASE_TITLE.into(),
+        ours: Cell::of(find(&results, LEASED)).with_note(note),
+        peer: Cell::of(find(&results, SEMAPHORE)),
+        target: "– (one round trip, or an idle lease)".into(),
+    }
+}
+
+/// The scripts Redis has run so far (`EVALSHA` and `EVAL` calls), if it says.
+fn round_trips(url: &str) -> Option<u64> {
+    let mut connection = redis::Client::open(url).ok()?.get_connection().ok()?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut connection)
+        .ok()?;
+    Some(
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum(),
+    )
+}
+
+fn semaphore(cluster: Option<ClusterLimitConfig>) -> SemaphoreBulkhead {
+    let mut config = BulkheadConfig::semaphore(semaphore_config(25));
+    config.cluster = cluster;
+    match Bulkhead::from_config("bench-leases", &config, system_clock()) {
+        Bulkhead::Semaphore(bulkhead) => bulkhead,
+        _ => unreachable!("a semaphore config builds a semaphore"),
+    }
 }
 
 fn cluster_limit(url: &str) -> RateLimitConfig {
