@@ -73,7 +73,7 @@
 //! | `redis` | `rate_limit: { scope: cluster, store: { redis: … } }` counts the limit in Redis, shared by every replica, and a semaphore's `cluster: { store: { redis: … } }` shares its `max_concurrent_calls` the same way (below); without it such a limit is a store error, handled as its `on_store_error` says. |
 //!
 //! ```toml
-//! bulkhead = { version = "0.1", features = ["tokio", "axum"] }
+//! bulkheads = { version = "0.1", features = ["tokio", "axum"] }
 //! ```
 //!
 //! # Config reference

@@ -45,7 +45,7 @@ fn every_declared_bulkhead_is_registered_before_any_call() {
     let declared: Vec<&str> = bulkhead::declarations().names().collect();
     assert_eq!(declared, ["deploy-kind", "deploy-sized"]);
     let sized = bulkhead::declarations().get("deploy-sized").unwrap();
-    assert_eq!(sized.declared_at().crate_name, "bulkhead");
+    assert_eq!(sized.declared_at().crate_name, "bulkheads");
     assert!(
         sized.functions()[0]
             .path
@@ -70,7 +70,7 @@ fn a_kind_change_of_a_declared_but_unused_bulkhead_is_refused_naming_the_declara
     let message = err.to_string();
     assert!(
         message.contains("the code declares `deploy-kind` as a semaphore at bulkheads.yaml:")
-            && message.contains("(crate bulkhead)")
+            && message.contains("(crate bulkheads)")
             && message.contains("a deploy may change sizes, not kinds"),
         "{message}"
     );

@@ -38,7 +38,7 @@ impl TinyCrate {
         std::fs::create_dir_all(dir.join("src")).unwrap();
         let manifest = format!(
             "[package]\nname = \"tiny\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n\
-             [dependencies]\nbulkhead = {{ path = {:?} }}\n\n\
+             [dependencies]\nbulkheads = {{ path = {:?} }}\n\n\
              # Not a member of the bulkhead workspace that encloses target/.\n[workspace]\n",
             workspace.display().to_string()
         );

@@ -44,7 +44,7 @@ fn the_conflict_is_reported_naming_both_declarations() {
     assert!(
         message.contains("declared as a thread-pool at bulkheads.yaml:9:3 (crate billing)")
             && message.contains("as a semaphore at bulkheads.yaml:")
-            && message.contains("(crate bulkhead)"),
+            && message.contains("(crate bulkheads)"),
         "{message}"
     );
 

@@ -8,7 +8,7 @@
 //! `tests/deploy-corpus/bulkheads.yaml` (`[package.metadata.bulkhead]` in Cargo.toml), the
 //! file the binary is given with `--against`. Each report is also kept beside its deploy
 //! file (`NAME.expected`), so a change of wording shows in review; after a deliberate one,
-//! `BLESS=1 cargo test -p bulkhead-cli --test deploy_corpus` rewrites them.
+//! `BLESS=1 cargo test -p bulkheads-cli --test deploy_corpus` rewrites them.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -33,7 +33,7 @@ fn assert_current(what: &str, path: &str) -> String {
     assert!(
         fresh == committed(path),
         "{path} is not what `bulkhead generate {what}` writes now: regenerate it with\n  \
-         cargo run -p bulkhead-cli -- generate {what} > {path}"
+         cargo run -p bulkheads-cli -- generate {what} > {path}"
     );
     fresh
 }

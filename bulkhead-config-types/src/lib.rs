@@ -16,7 +16,7 @@
 //! assert_eq!(payment.kind(), Kind::Semaphore);
 //! ```
 //!
-//! [bulkhead]: https://docs.rs/bulkhead
+//! [bulkhead]: https://docs.rs/bulkheads
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 #![forbid(unsafe_code)]

@@ -21,7 +21,7 @@
 //! assert_eq!(pool.kind(), bulkhead::config::Kind::ThreadPool);
 //! ```
 //!
-//! [bulkhead]: https://docs.rs/bulkhead
+//! [bulkhead]: https://docs.rs/bulkheads
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 #![forbid(unsafe_code)]

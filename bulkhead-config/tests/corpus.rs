@@ -6,7 +6,7 @@
 //! - `against/NAME/` layers `deploy.yaml` (and the variables in `env`, if any) over
 //!   `declared.yaml` as the runtime does; `expected` holds the result.
 //!
-//! After a deliberate change of wording, `BLESS=1 cargo test -p bulkhead-config --test corpus`
+//! After a deliberate change of wording, `BLESS=1 cargo test -p bulkheads-config --test corpus`
 //! rewrites the `.expected` files; review the diff like code.
 
 use std::fs;

@@ -2,7 +2,7 @@
 //! generated here from the JSON Schema (itself generated from the serde types and their
 //! doc comments) and compared with the checked-in text between
 //! `<!-- generated:keys:start -->` and `<!-- generated:keys:end -->`.
-//! `BLESS=1 cargo test -p bulkhead-config --test reference` rewrites that part.
+//! `BLESS=1 cargo test -p bulkheads-config --test reference` rewrites that part.
 
 use std::path::Path;
 
@@ -215,7 +215,7 @@ fn config_reference_lists_every_key_as_the_types_define_it() {
     assert!(
         current == generated,
         "docs/config-reference.md is out of step with the types; regenerate with\n  \
-         BLESS=1 cargo test -p bulkhead-config --test reference\n--- generated\n{generated}"
+         BLESS=1 cargo test -p bulkheads-config --test reference\n--- generated\n{generated}"
     );
 }
 

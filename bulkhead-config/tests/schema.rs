@@ -38,7 +38,7 @@ fn checked_in_schema_matches_the_types() {
     assert!(
         checked_in == json_schema_text(),
         "bulkheads.schema.json is stale: regenerate it with\n  \
-         cargo run -p bulkhead-cli -- schema > bulkheads.schema.json"
+         cargo run -p bulkheads-cli -- schema > bulkheads.schema.json"
     );
 }
 

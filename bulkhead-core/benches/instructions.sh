@@ -41,10 +41,10 @@ if [ -n "${COMPARE_BIN:-}" ]; then
     bin=$COMPARE_BIN
 else
     # The bench binary, built as `cargo bench` builds it (the bench profile).
-    bin=$(cargo bench -p bulkhead-core --bench compare --no-run --message-format=json 2>/dev/null |
+    bin=$(cargo bench -p bulkheads-core --bench compare --no-run --message-format=json 2>/dev/null |
         grep -o '"executable":"[^"]*compare-[^"]*"' | tail -n 1 | cut -d'"' -f4)
 fi
-[ -x "$bin" ] || die "no compare bench binary (cargo bench -p bulkhead-core --bench compare --no-run failed?)"
+[ -x "$bin" ] || die "no compare bench binary (cargo bench -p bulkheads-core --bench compare --no-run failed?)"
 
 # Instructions of one run of `--profile WORKLOAD N`: callgrind's "Collected" total.
 collected() {

@@ -4,7 +4,7 @@
 //!
 //! Without `redis-server` on the `PATH` these tests say so on stderr and pass (set
 //! `BULKHEAD_REQUIRE_REDIS=1`, as CI does, to make that a failure instead). To run them:
-//! `apt-get install redis-server`, then `cargo test -p bulkhead-core --test
+//! `apt-get install redis-server`, then `cargo test -p bulkheads-core --test
 //! cluster_concurrency`.
 //!
 //! Concurrency across processes is counted by the parent: every call sends `+` on a Unix

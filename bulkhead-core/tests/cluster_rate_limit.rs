@@ -3,7 +3,7 @@
 //!
 //! Without `redis-server` on the `PATH` these tests say so on stderr and pass (set
 //! `BULKHEAD_REQUIRE_REDIS=1`, as CI does, to make that a failure instead). To run them:
-//! `apt-get install redis-server`, then `cargo test -p bulkhead-core --test cluster_rate_limit`.
+//! `apt-get install redis-server`, then `cargo test -p bulkheads-core --test cluster_rate_limit`.
 //!
 //! Period attribution in the multi-process test uses the wall clock, which Redis's `TIME`
 //! shares on one machine: an admission whose round trip lies inside one period belongs to

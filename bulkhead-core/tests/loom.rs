@@ -3,7 +3,7 @@
 //! timeouts, explored over every
 //! interleaving (up to a preemption bound).
 //!
-//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkheads-core
 //! --release --test loom` (`LOOM_MAX_PREEMPTIONS` defaults to 2 here).
 //!
 //! The models drive the real code through the public async API (`acquire_async`, polled

@@ -3,7 +3,7 @@
 //! is always woken (a lost wake-up leaves a thread parked forever: loom reports it).
 //!
 //! Run as `.ci/run` does: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test
-//! -p bulkhead-core --release --test loom_partitions` (`LOOM_MAX_PREEMPTIONS=2`).
+//! -p bulkheads-core --release --test loom_partitions` (`LOOM_MAX_PREEMPTIONS=2`).
 #![cfg(loom)]
 
 use bulkhead_config_types::{Partitions, PerKeyConfig, SemaphoreConfig};

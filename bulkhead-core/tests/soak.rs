@@ -4,7 +4,7 @@
 //! reconcile with the bulkhead's counters.
 //!
 //! Ignored by default; `.ci/run` runs it in release mode:
-//! `cargo test -p bulkhead-core --release --test soak -- --ignored --nocapture`.
+//! `cargo test -p bulkheads-core --release --test soak -- --ignored --nocapture`.
 //! `SOAK_SECS` (default 20 per kind) and `SOAK_CALLS` (default 5 000 000 per kind) bound it.
 
 mod support;

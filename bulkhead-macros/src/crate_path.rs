@@ -1,6 +1,6 @@
 //! The path expansions name the facade by: `::bulkhead`, or the `crate = path` one use of
 //! the attribute or of `layer!` gives when the crate depends on the facade under another
-//! name (`my_bulkhead = { package = "bulkhead", … }`, the serde and tokio convention).
+//! name (`my_bulkhead = { package = "bulkheads", … }`, the serde and tokio convention).
 //!
 //! Invariant: an expansion names the facade only through [`private`], so every path of one
 //! expansion starts with the same prefix. The prefix is set by [`use_path`] for the length

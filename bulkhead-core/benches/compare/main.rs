@@ -1,4 +1,4 @@
-//! `cargo bench -p bulkhead-core --bench compare`: our bulkheads and their peers on the same
+//! `cargo bench -p bulkheads-core --bench compare`: our bulkheads and their peers on the same
 //! workloads, in one run, printed as one table of ratios (absolute times drift on shared
 //! machines; ratios taken in the same run do not). Each workload is a file of `workloads/`,
 //! named by a [`Workload`] id; `harness.rs` times the contenders and prints the table.

@@ -356,7 +356,7 @@ mod without_redis {
     pub(crate) fn open(_: &str) -> Result<Client, String> {
         Err(
             "this program was built without the `redis` feature of bulkhead, so `scope: cluster` \
-             cannot reach Redis; enable the feature (`bulkhead = { features = [\"redis\"] }`)"
+             cannot reach Redis; enable the feature (`bulkheads = { features = [\"redis\"] }`)"
                 .to_owned(),
         )
     }

@@ -48,7 +48,7 @@ fn drop_quietly<T>(value: T) {
 #[cfg(not(feature = "tokio"))]
 pub(crate) const NO_RUNTIME_HELP: &str = "an `async` body of a thread-pool bulkhead runs on \
     the pool's own worker thread, where no tokio runtime is entered: enable the `tokio` \
-    feature of the `bulkhead` crate (`bulkhead = { features = [\"tokio\"] }`), and the worker \
+    feature of the `bulkhead` crate (`bulkheads = { features = [\"tokio\"] }`), and the worker \
     enters the runtime of the task that awaits the call";
 /// What tokio's "no reactor" panic means on a pool's worker, and how to fix it.
 #[cfg(feature = "tokio")]

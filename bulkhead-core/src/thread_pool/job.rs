@@ -361,7 +361,7 @@ fn unreachable_outcome() -> ! {
 }
 
 /// The erasure's contract, in isolation (and small enough for Miri:
-/// `cargo +nightly miri test -p bulkhead-core --lib thread_pool::job`). Real threads, so not
+/// `cargo +nightly miri test -p bulkheads-core --lib thread_pool::job`). Real threads, so not
 /// under loom (whose primitives the `sync` shim swaps in).
 #[cfg(all(test, not(loom)))]
 mod tests {

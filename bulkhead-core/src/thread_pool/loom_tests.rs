@@ -8,7 +8,7 @@
 //! interleaving (up to `LOOM_MAX_PREEMPTIONS`, default 2). The job's cells are loom's
 //! `UnsafeCell` there, so a use of one by two sides at once fails the model.
 //!
-//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkhead-core
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p bulkheads-core
 //! --release --lib thread_pool::loom_tests` (a child module of `thread_pool`, for the pool's
 //! private state).
 //!

@@ -1,5 +1,5 @@
 //! A crate that depends on the facade under another name
-//! (`my_bulkhead = { package = "bulkhead", … }` in its Cargo.toml) says so with
+//! (`my_bulkhead = { package = "bulkheads", … }` in its Cargo.toml) says so with
 //! `crate = ::my_bulkhead`: every row of the expansion, and `layer!`, name the facade by
 //! that path. `::bulkhead` names something else here, so any path the expansion still
 //! spelled `::bulkhead` would fail to build.
