@@ -57,13 +57,10 @@ pub use registry::{
 };
 pub use reloads::{DeployOutcome, DeploySubscription, ReloadFailure, ReloadStatus};
 pub use semaphore::{
-    Acquire, AsyncPermit, OwnedPermit, Permit, RunAdmitted, RunAsync, SemaphoreBulkhead,
-    SemaphoreCall, SemaphoreShutdown,
+    Acquire, Admission, AsyncPermit, AsyncSharePermit, OwnedPermit, Partition, Permit, RunAdmitted,
+    RunAsync, SemaphoreBulkhead, SemaphoreCall, SemaphoreShutdown, SharePermit,
 };
-pub use shares::{
-    Admission, AsyncSharePermit, KeyLoad, Partition, PartitionNamesChanged, PartitionSnapshot,
-    PerKeySnapshot, PoolAdmission, SharePermit, TOP_KEYS,
-};
+pub use shares::{KeyLoad, PartitionNamesChanged, PartitionSnapshot, PerKeySnapshot, TOP_KEYS};
 pub use snapshot::{BulkheadSnapshot, CallCounts, RefusalCounts};
 pub use telemetry::{BUCKETS, HistogramSnapshot, SaturationLevel};
-pub use thread_pool::{CallAsync, ShutdownReport, ThreadPoolBulkhead, Timed};
+pub use thread_pool::{CallAsync, PoolAdmission, ShutdownReport, ThreadPoolBulkhead, Timed};

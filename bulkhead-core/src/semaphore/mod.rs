@@ -45,6 +45,7 @@ mod call;
 mod control;
 mod deadlines;
 mod permit;
+mod shares;
 mod state;
 
 pub use acquire::Acquire;
@@ -52,6 +53,7 @@ use admission::Fast;
 pub use call::{RunAdmitted, SemaphoreCall};
 pub use control::SemaphoreShutdown;
 pub use permit::{AsyncPermit, OwnedPermit, Permit, RunAsync};
+pub use shares::{Admission, AsyncSharePermit, Partition, SharePermit};
 use state::{Waiters, available, clamp_u32, permits_to_state};
 
 /// A semaphore bulkhead: at most `max_concurrent_calls` calls run at once, each on its

@@ -1,8 +1,10 @@
-//! Shares inside one bulkhead, a semaphore or a thread pool (`pool.rs`): **partitions**
-//! (named shares of its limit) and **per-key caps** (no tenant takes more than N), an
-//! admission layer in front of the bulkhead's own.
+//! Shares inside one bulkhead, a semaphore or a thread pool: **partitions** (named shares
+//! of its limit) and **per-key caps** (no tenant takes more than N), an admission layer in
+//! front of the bulkhead's own. This module knows neither kind: both implement [`Host`]
+//! (`semaphore/shares/`, `thread_pool/shares.rs`), and steps 1 and 2 below are written once
+//! over it ([`Holds::enter`], `hold.rs`).
 //!
-//! An [`Admission`] names what a call is counted under — a partition, a key, both or
+//! An [`Admission`](crate::Admission) names what a call is counted under — a partition, a key, both or
 //! neither — and then takes one of the bulkhead's own permits. In order:
 //!
 //! 1. **Key** (`per_key`): the key's count goes up, or the call is refused with
@@ -24,30 +26,25 @@
 //!
 //! Everything lives in the bulkhead's [`Layers`], set once from its config and changed
 //! live by a reload; a bulkhead with neither setting pays nothing on its plain calls. A
-//! thread pool holds the same `Layers` in front of its own admission (`pool.rs`: its
-//! shares divide the calls it admits, running plus queued).
+//! thread pool holds the same `Layers` in front of its own admission
+//! ([`PoolAdmission`](crate::PoolAdmission): its shares divide the calls it admits, running
+//! plus queued).
 
-mod admission;
-mod handle;
+mod hold;
 mod partition;
 mod per_key;
-mod permits;
-mod pool;
 
 use std::sync::OnceLock;
 
 use bulkhead_config_types::{Partitions, PerKeyConfig};
 
-pub use admission::Admission;
-pub(crate) use admission::Counted;
-pub use handle::Partition;
+pub(crate) use hold::{Counted, Holds, Host};
+pub(crate) use partition::PartitionState;
 use partition::PartitionTable;
 pub use partition::{PartitionNamesChanged, PartitionSnapshot};
 use per_key::KeyTable;
 pub(crate) use per_key::key_id;
 pub use per_key::{KeyLoad, PerKeySnapshot, TOP_KEYS};
-pub use permits::{AsyncSharePermit, SharePermit};
-pub use pool::PoolAdmission;
 
 /// The partitions and per-key caps of one bulkhead (a semaphore or a thread pool).
 #[derive(Default)]

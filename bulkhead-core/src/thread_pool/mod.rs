@@ -18,6 +18,7 @@ mod lifecycle;
 mod queue;
 mod room_waiters;
 mod shared;
+mod shares;
 mod timed;
 mod worker;
 
@@ -34,6 +35,7 @@ use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, ThreadPoolCon
 
 pub use call_async::CallAsync;
 use shared::Shared;
+pub use shares::PoolAdmission;
 pub use timed::Timed;
 pub(crate) use timed::cut_at_deadline;
 

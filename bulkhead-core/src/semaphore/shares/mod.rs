@@ -1,22 +1,46 @@
-//! One call's way through the shares: its key's cap, its partition's rules, then the
-//! bulkhead's own permit (the order and the rules are in the [module docs](super)).
-//!
-//! Invariant: what [`Admission::enter`] counts is held by a `Holds`, which takes it back
-//! exactly once — on a refusal, at once for a re-entrant permit, or after the permit it
-//! travels with has been returned (the permit is the first field of every permit type
-//! here, so it drops first). A `Holds` keeps references to what it counted in (the
-//! partition's state, the key's place), so giving the counts back looks nothing up.
+//! A semaphore's calls through its shares: its key's cap and its partition's rules
+//! (`crate::shares`, written once for both kinds over [`Host`]), then the semaphore's own
+//! permit. [`Admission`] here; the permits it hands out (`permits`); [`Partition`] handles
+//! and the semaphore's methods that start admissions (`handle`).
+
+mod handle;
+mod permits;
 
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 
-use super::partition::PartitionState;
-use super::per_key::{KeyHold, KeyTable};
-use super::permits::{AsyncSharePermit, SharePermit};
-use super::{Layers, key_id};
+pub use handle::Partition;
+pub use permits::{AsyncSharePermit, SharePermit};
+
+use super::{AsyncPermit, OwnedPermit, Permit, SemaphoreBulkhead};
 use crate::BulkheadError;
-use crate::semaphore::{AsyncPermit, OwnedPermit, Permit, SemaphoreBulkhead};
+use crate::shares::{Holds, Host, Layers, key_id};
+
+/// The shares of a semaphore divide its permits.
+impl Host for SemaphoreBulkhead {
+    #[inline(always)]
+    fn layers(&self) -> &Layers {
+        self.shares()
+    }
+
+    #[inline(always)]
+    fn inside_here(&self) -> bool {
+        self.entered_here()
+    }
+
+    #[inline(always)]
+    fn share_limit(&self) -> u32 {
+        self.limit()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn key_limit(&self) -> BulkheadError {
+        let name = self.name().clone();
+        self.refuse(BulkheadError::KeyLimit { name })
+    }
+}
 
 /// A call about to enter a semaphore bulkhead under a partition, a key, both or neither:
 /// [`SemaphoreBulkhead::keyed`], [`SemaphoreBulkhead::unpartitioned`],
@@ -46,80 +70,6 @@ pub struct Admission<'a> {
     key: Option<u64>,
 }
 
-/// What one admission counted, by index into its bulkhead's [`Layers`], for an owned
-/// permit: taken back once, by [`release`](Counted::release).
-#[derive(Debug, Default)]
-pub(crate) struct Counted {
-    partition: Option<usize>,
-    key: Option<KeyHold>,
-}
-
-impl Counted {
-    /// What a pool's admission counted (`pool.rs`).
-    pub(super) fn new(partition: Option<usize>, key: Option<KeyHold>) -> Self {
-        Counted { partition, key }
-    }
-
-    pub(super) fn partition(&self) -> Option<usize> {
-        self.partition
-    }
-
-    /// Takes the counts back (invariant 4 of `partition`, 1 of `per_key`); a second call
-    /// does nothing.
-    #[inline]
-    pub(crate) fn release(&mut self, layers: &Layers) {
-        if let Some(partition) = self.partition.take().and_then(|i| layers.partition_at(i)) {
-            partition.leave();
-        }
-        if let (Some(hold), Some(table)) = (self.key.take(), layers.key_table()) {
-            table.leave(hold);
-        }
-    }
-}
-
-/// What one admission counted, with references to where, released when dropped.
-#[derive(Default)]
-pub(super) struct Holds<'a> {
-    partition: Option<&'a PartitionState>,
-    key: Option<(&'a KeyTable, KeyHold)>,
-}
-
-impl Holds<'_> {
-    #[inline]
-    fn release(&mut self) {
-        if let Some(partition) = self.partition.take() {
-            partition.leave();
-        }
-        if let Some((table, hold)) = self.key.take() {
-            table.leave(hold);
-        }
-    }
-
-    /// The counts, to travel with an owned permit; this `Holds` releases nothing more.
-    fn into_counted(mut self) -> Counted {
-        Counted {
-            partition: self.partition.take().map(PartitionState::index),
-            key: self.key.take().map(|(_, hold)| hold),
-        }
-    }
-}
-
-impl fmt::Debug for Holds<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Holds")
-            .field("partition", &self.partition.map(PartitionState::index))
-            .field("key", &self.key.map(|(_, hold)| hold))
-            .finish()
-    }
-}
-
-impl Drop for Holds<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.release();
-    }
-}
-
 impl<'a> Admission<'a> {
     #[inline]
     pub(super) fn new(bulkhead: &'a SemaphoreBulkhead, partition: Option<usize>) -> Self {
@@ -145,59 +95,10 @@ impl<'a> Admission<'a> {
         self
     }
 
-    /// Steps 1 and 2 into `holds`: the key's cap, then the partition's count; whether the
-    /// call may wait. `None` when the key holds its cap ([`key_limit`](Self::key_limit)
-    /// builds the error).
-    #[inline(always)]
-    fn enter(&self, holds: &mut Holds<'a>) -> Option<bool> {
-        self.enter_key(holds)?;
-        Some(self.enter_partition(holds))
-    }
-
-    /// Step 1 into `holds`: the key's cap. `None` when the key holds its cap.
-    #[inline(always)]
-    fn enter_key(&self, holds: &mut Holds<'a>) -> Option<()> {
-        // A call already inside this bulkhead (a nested call) runs inline on the permit
-        // it holds: it is not refused for its key, nor counted under it.
-        if let Some(id) = self.key
-            && let Some(table) = self.bulkhead.shares().per_key()
-            && !self.bulkhead.entered_here()
-        {
-            holds.key = Some((table, table.enter(id)?));
-        }
-        Some(())
-    }
-
     /// The partition the call names, if the bulkhead has it.
     #[inline(always)]
-    fn partition_state(&self) -> Option<&'a PartitionState> {
+    fn partition_state(&self) -> Option<&'a crate::shares::PartitionState> {
         self.bulkhead.shares().partitions()?.get(self.partition?)
-    }
-
-    /// Step 2 before the permit: the partition's count (not for a nested call, which
-    /// holds no permit of its own); whether the call may wait.
-    #[inline(always)]
-    fn enter_partition(&self, holds: &mut Holds<'a>) -> bool {
-        let Some(table) = self.bulkhead.shares().partitions() else {
-            return true;
-        };
-        match self.partition.and_then(|index| table.get(index)) {
-            Some(_) if self.bulkhead.entered_here() => true,
-            Some(partition) => {
-                holds.partition = Some(partition);
-                partition.enter(self.bulkhead.limit())
-            }
-            // A call that names no partition only borrows.
-            None => false,
-        }
-    }
-
-    /// The refusal of a key at its cap, counted and reported (out of the hot path).
-    #[cold]
-    #[inline(never)]
-    fn key_limit(&self) -> BulkheadError {
-        let name = self.bulkhead.name().clone();
-        self.bulkhead.refuse(BulkheadError::KeyLimit { name })
     }
 
     /// Step 3's outcome: counts it, and takes back the holds of a re-entrant permit (a
@@ -209,23 +110,13 @@ impl<'a> Admission<'a> {
         permit: Result<P, BulkheadError>,
         reentrant: impl FnOnce(&P) -> bool,
     ) -> Result<P, BulkheadError> {
-        match permit {
-            Ok(permit) => {
-                if let (true, Some(partition)) = (borrowed, holds.partition) {
-                    partition.borrowed();
-                }
-                if reentrant(&permit) {
-                    holds.release();
-                }
-                Ok(permit)
-            }
-            Err(err) => {
-                if let Some(partition) = holds.partition {
-                    partition.refused();
-                }
-                Err(err)
-            }
+        holds.settle(borrowed, permit.is_ok());
+        if let Ok(permit) = &permit
+            && reentrant(permit)
+        {
+            holds.release();
         }
+        permit
     }
 
     /// Takes a permit without waiting, whatever the partition's share.
@@ -279,17 +170,14 @@ impl<'a> Admission<'a> {
         holds: &mut Holds<'a>,
         may_block: bool,
     ) -> Result<Permit<'a>, BulkheadError> {
-        if self.enter_key(holds).is_none() {
-            return Err(self.key_limit());
-        }
+        holds.enter_key(self.bulkhead, self.key)?;
         if let Some(partition) = self.partition_state() {
             let Some(permit) = self.bulkhead.permit_at_once_uncounted() else {
                 return self.counted_permit_slow(holds, may_block);
             };
             // A re-entrant permit holds nothing: its call is not counted.
             if !permit.is_reentrant() {
-                partition.admit(self.bulkhead.limit());
-                holds.partition = Some(partition);
+                holds.admitted_at_once(partition, self.bulkhead.limit());
             }
             return Ok(permit);
         }
@@ -315,7 +203,7 @@ impl<'a> Admission<'a> {
         holds: &mut Holds<'a>,
         may_block: bool,
     ) -> Result<Permit<'a>, BulkheadError> {
-        let may_wait = self.enter_partition(holds);
+        let may_wait = holds.enter_partition(self.bulkhead, self.partition);
         let permit = self.bulkhead.permit(may_block && may_wait);
         Self::settle(holds, !may_wait, permit, Permit::is_reentrant)
     }
@@ -328,9 +216,7 @@ impl<'a> Admission<'a> {
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_async(self) -> Result<AsyncSharePermit<'a>, BulkheadError> {
         let mut holds = Holds::default();
-        let Some(may_wait) = self.enter(&mut holds) else {
-            return Err(self.key_limit());
-        };
+        let may_wait = holds.enter(self.bulkhead, self.partition, self.key)?;
         let permit = if may_wait {
             self.bulkhead.acquire_async().await
         } else {

@@ -4,9 +4,9 @@
 use std::fmt;
 use std::future::Future;
 
-use super::admission::Holds;
 use crate::BulkheadError;
 use crate::semaphore::{AsyncPermit, Permit, SemaphoreBulkhead};
+use crate::shares::Holds;
 
 /// A permit taken through an [`Admission`](super::Admission): the bulkhead's [`Permit`] and the counts of
 /// its partition and key, all returned when it drops (the permit first).

@@ -1,4 +1,5 @@
-//! Shares inside a thread pool: the same partitions and per-key caps as on a semaphore,
+//! Shares inside a thread pool (`crate::shares`, written once for both kinds over
+//! [`Host`]): the same partitions and per-key caps as on a semaphore,
 //! dividing what the pool admits, **calls running plus queued** (`max_threads +
 //! queue_capacity`), the limit its own admission counts against.
 //!
@@ -21,10 +22,31 @@ use std::hash::Hash;
 
 use bulkhead_config_types::{Partitions, PerKeyConfig};
 
-use super::admission::Counted;
-use super::{Layers, PartitionNamesChanged, key_id};
-use crate::thread_pool::CallAsync;
-use crate::{BulkheadError, Refused, ThreadPoolBulkhead, Timed};
+use super::{CallAsync, ThreadPoolBulkhead, Timed};
+use crate::shares::{Counted, Holds, Host, Layers, PartitionNamesChanged, key_id};
+use crate::{BulkheadError, Refused};
+
+/// The shares of a pool divide what it admits, running plus queued.
+impl Host for ThreadPoolBulkhead {
+    fn layers(&self) -> &Layers {
+        &self.shared().shares
+    }
+
+    fn inside_here(&self) -> bool {
+        crate::reentry::is_inside(self.shared().id())
+    }
+
+    fn share_limit(&self) -> u32 {
+        self.shared().admission_limit()
+    }
+
+    #[cold]
+    fn key_limit(&self) -> BulkheadError {
+        let shared = self.shared();
+        let name = shared.name.clone();
+        shared.refuse(BulkheadError::KeyLimit { name })
+    }
+}
 
 /// A call about to enter a thread pool under a partition, a key, both or neither:
 /// [`ThreadPoolBulkhead::in_partition`], [`ThreadPoolBulkhead::keyed`],
@@ -61,17 +83,7 @@ impl<P: Borrow<ThreadPoolBulkhead>> PoolHolds<P> {
     /// Counts the call's outcome under its partition.
     fn settle(&self, borrowed: bool, admitted: bool) {
         let layers = &self.pool.borrow().shared().shares;
-        if let Some(partition) = self
-            .counted
-            .partition()
-            .and_then(|i| layers.partition_at(i))
-        {
-            if !admitted {
-                partition.refused();
-            } else if borrowed {
-                partition.borrowed();
-            }
-        }
+        self.counted.settle(layers, borrowed, admitted);
     }
 }
 
@@ -95,10 +107,6 @@ impl<'a> PoolAdmission<'a> {
         self
     }
 
-    fn layers(&self) -> &'a Layers {
-        &self.pool.shared().shares
-    }
-
     /// The key's cap, then the partition's count, held by `pool` (this admission's pool,
     /// borrowed or owned); whether the call may wait (or run on its caller) as any call of
     /// the pool may.
@@ -106,37 +114,9 @@ impl<'a> PoolAdmission<'a> {
         &self,
         pool: P,
     ) -> Result<(PoolHolds<P>, bool), BulkheadError> {
-        let layers = self.layers();
-        let shared = self.pool.shared();
-        let mut key = None;
-        let mut partition = None;
-        // A nested call runs inline on the place it holds: not checked, not counted, by
-        // its key nor by its partition.
-        let nested = crate::reentry::is_inside(shared.id());
-        if let (Some(id), Some(table)) = (self.key, layers.per_key())
-            && !nested
-        {
-            match table.enter(id) {
-                Some(hold) => key = Some(hold),
-                None => {
-                    let name = shared.name.clone();
-                    return Err(shared.refuse(BulkheadError::KeyLimit { name }));
-                }
-            }
-        }
-        let may_wait = match layers.partitions() {
-            None => true,
-            Some(table) => match self.partition.and_then(|i| Some((i, table.get(i)?))) {
-                Some(_) if nested => true,
-                Some((index, state)) => {
-                    partition = Some(index);
-                    state.enter(shared.admission_limit())
-                }
-                // A call that names no partition only borrows.
-                None => false,
-            },
-        };
-        let counted = Counted::new(partition, key);
+        let mut holds = Holds::default();
+        let may_wait = holds.enter(self.pool, self.partition, self.key)?;
+        let counted = holds.into_counted();
         Ok((PoolHolds { pool, counted }, may_wait))
     }
 

@@ -7,11 +7,11 @@ use std::hash::Hash;
 
 use bulkhead_config_types::{Partitions, PerKeyConfig};
 
-use super::admission::Admission;
+use super::Admission;
 use super::permits::{AsyncSharePermit, SharePermit};
-use super::{PartitionNamesChanged, PartitionSnapshot, key_id};
 use crate::BulkheadError;
 use crate::semaphore::SemaphoreBulkhead;
+use crate::shares::{PartitionNamesChanged, PartitionSnapshot, key_id};
 
 /// A handle on one partition of a semaphore bulkhead ([`SemaphoreBulkhead::partition`]):
 /// cheap to clone, and every clone admits through the same shares.
