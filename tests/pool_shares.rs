@@ -10,24 +10,8 @@ use std::thread::ThreadId;
 
 use bulkhead::{BulkheadError, Deploy, DeployError, ReloadProblem, ThreadPoolBulkhead, bulkhead};
 
-/// Blocks its callers until opened; opened on drop too, so a failed assertion cannot leave
-/// a worker waiting on it (and the test's scope waiting for that worker).
-#[derive(Default)]
-struct Gate(std::sync::Mutex<bool>, std::sync::Condvar);
-
-impl Gate {
-    fn wait(&self) {
-        let mut open = self.0.lock().unwrap();
-        while !*open {
-            open = self.1.wait(open).unwrap();
-        }
-    }
-
-    fn open(&self) {
-        *self.0.lock().unwrap() = true;
-        self.1.notify_all();
-    }
-}
+mod support;
+use support::Latch as Gate;
 
 /// Runs `hold` on a thread of its own, passing it a `wait` that returns once `check` is
 /// done; runs `check` once `hold`'s body has called `wait` (it then holds its slot on a
@@ -38,6 +22,8 @@ fn while_held<C>(hold: impl FnOnce(&(dyn Fn() + Sync)) + Send, check: impl FnOnc
         started.wait();
         gate.wait();
     };
+    // Opened on drop too, so a failed assertion cannot leave a worker waiting on the gate
+    // (and the test's scope waiting for that worker).
     struct OpenOnDrop<'a>(&'a Gate);
     impl Drop for OpenOnDrop<'_> {
         fn drop(&mut self) {

@@ -6,25 +6,7 @@ use std::sync::Barrier;
 
 use bulkhead::{BulkheadError, SemaphoreBulkhead, bulkhead};
 
-mod support {
-    /// Blocks its caller until `open`.
-    #[derive(Default)]
-    pub struct Latch(std::sync::Mutex<bool>, std::sync::Condvar);
-
-    impl Latch {
-        pub fn wait(&self) {
-            let mut open = self.0.lock().unwrap();
-            while !*open {
-                open = self.1.wait(open).unwrap();
-            }
-        }
-
-        pub fn open(&self) {
-            *self.0.lock().unwrap() = true;
-            self.1.notify_all();
-        }
-    }
-}
+mod support;
 
 #[bulkhead("shares-tests", partition = "batch", key = tenant)]
 fn batch_job(tenant: &str, gate: &support::Latch, started: &Barrier) -> Result<(), BulkheadError> {

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -26,23 +26,8 @@ use bulkhead::axum::Admin;
 use bulkhead::{BulkheadError, bulkhead};
 use serde_json::Value;
 
-/// Blocks its callers until opened.
-#[derive(Default)]
-struct Latch(Mutex<bool>, Condvar);
-
-impl Latch {
-    fn wait(&self) {
-        let mut open = self.0.lock().unwrap();
-        while !*open {
-            open = self.1.wait(open).unwrap();
-        }
-    }
-
-    fn open(&self) {
-        *self.0.lock().unwrap() = true;
-        self.1.notify_all();
-    }
-}
+mod support;
+use support::Latch;
 
 // The three bulkheads of this test (bulkheads.yaml): `ui-orders` a semaphore of 4 whose
 // saturation turns `warning` at half its limit, `ui-reports` a pool of 2 threads and a
