@@ -146,6 +146,21 @@ fn sync_calls_admitted_at_once_or_counted_first_keep_the_limit_and_the_counts() 
     });
 }
 
+/// One call of the model below: admitted, it is alone in the one permit released;
+/// refused, it is refused `Full`.
+fn alone_or_full<P>(permit: Result<P, BulkheadError>, inside: &AtomicUsize) {
+    match permit {
+        Ok(permit) => {
+            let now = inside.fetch_add(1, SeqCst) + 1;
+            assert!(now <= 1, "{now} calls in the one permit released");
+            inside.fetch_sub(1, SeqCst);
+            drop(permit);
+        }
+        Err(BulkheadError::Full { .. }) => {}
+        Err(other) => panic!("unexpected {other:?}"),
+    }
+}
+
 /// The shares-to-slot hand-off: two calls of one key (cap 2) in partition `a`, which holds
 /// its guarantee and one borrowed permit, so each call is granted its key's and its
 /// partition's share and then asks for a permit (one sync, never waiting; one async)
@@ -163,28 +178,12 @@ fn shares_granted_then_a_permit_refused_or_taken_racing_a_release_are_given_back
         let inside = LoomArc::new(AtomicUsize::new(0));
         let sync_call = {
             let (a, inside) = (a.clone(), inside.clone());
-            loom::thread::spawn(move || match a.keyed("tenant").try_acquire() {
-                Ok(permit) => {
-                    let now = inside.fetch_add(1, SeqCst) + 1;
-                    assert!(now <= 1, "{now} calls in the one permit released");
-                    inside.fetch_sub(1, SeqCst);
-                    drop(permit);
-                }
-                Err(BulkheadError::Full { .. }) => {}
-                Err(other) => panic!("unexpected {other:?}"),
-            })
+            loom::thread::spawn(move || alone_or_full(a.keyed("tenant").try_acquire(), &inside))
         };
         let async_call = {
             let (a, inside) = (a.clone(), inside.clone());
-            loom::thread::spawn(move || match block_on(a.keyed("tenant").acquire_async()) {
-                Ok(permit) => {
-                    let now = inside.fetch_add(1, SeqCst) + 1;
-                    assert!(now <= 1, "{now} calls in the one permit released");
-                    inside.fetch_sub(1, SeqCst);
-                    drop(permit);
-                }
-                Err(BulkheadError::Full { .. }) => {}
-                Err(other) => panic!("unexpected {other:?}"),
+            loom::thread::spawn(move || {
+                alone_or_full(block_on(a.keyed("tenant").acquire_async()), &inside);
             })
         };
         drop(borrowed);
