@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bulkhead::SemaphoreBulkhead;
 use bulkhead::config::{
-    AdaptiveAlgorithm, AdaptiveConfig, Duration as ConfigDuration, SemaphoreConfig,
+    AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, Duration as ConfigDuration, SemaphoreConfig,
 };
 
 /// Servers at the dependency: its capacity knee, in concurrent calls.
@@ -211,7 +211,13 @@ fn semaphore(
         max_concurrent_calls: limit,
         ..SemaphoreConfig::default()
     };
-    SemaphoreBulkhead::new(name, &config).with_adaptive(adaptive.as_ref())
+    let bulkhead = SemaphoreBulkhead::new(name, &config);
+    let policies = BulkheadConfig {
+        adaptive,
+        ..BulkheadConfig::semaphore(config)
+    };
+    bulkhead.configure(&policies).expect("no partitions");
+    bulkhead
 }
 
 fn adaptive(algorithm: AdaptiveAlgorithm) -> AdaptiveConfig {

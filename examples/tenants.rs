@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bulkhead::config::{Duration as ConfigDuration, PerKeyConfig, SemaphoreConfig};
+use bulkhead::config::{BulkheadConfig, Duration as ConfigDuration, PerKeyConfig, SemaphoreConfig};
 use bulkhead::{BulkheadError, SemaphoreBulkhead};
 
 /// Permits of the shared bulkhead.
@@ -75,7 +75,12 @@ async fn run(per_key: Option<PerKeyConfig>) -> Outcome {
         max_wait: ConfigDuration::from_std(MAX_WAIT),
         fair: true,
     };
-    let bulkhead = SemaphoreBulkhead::new("tenant-api", &config).with_per_key(per_key.as_ref());
+    let bulkhead = SemaphoreBulkhead::new("tenant-api", &config);
+    let policies = BulkheadConfig {
+        per_key,
+        ..BulkheadConfig::semaphore(config)
+    };
+    bulkhead.configure(&policies).expect("no partitions");
     let outcome = Arc::new(Mutex::new(Outcome {
         latencies: Vec::new(),
         quiet_refused: 0,

@@ -378,7 +378,13 @@ fn adaptive_bulkhead(name: &str, initial: u32) -> SemaphoreBulkhead {
     let mut adaptive =
         AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, initial, initial);
     adaptive.backoff_ratio = Some(0.5);
-    bulkhead(name, initial, Duration::ZERO).with_adaptive(Some(&adaptive))
+    let bulkhead = bulkhead(name, initial, Duration::ZERO);
+    let policies = bulkhead_config::BulkheadConfig {
+        adaptive: Some(adaptive),
+        ..bulkhead_config::BulkheadConfig::semaphore(Default::default())
+    };
+    bulkhead.configure(&policies).expect("no partitions");
+    bulkhead
 }
 
 #[tokio::test]

@@ -9,6 +9,9 @@
 //! ten times it; after the dependency gets ten times slower the limit must halve within a
 //! stated number of calls, and come back once it recovers.
 
+mod support;
+use support::WithPolicies;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
@@ -48,7 +51,7 @@ impl Simulation {
             ..SemaphoreConfig::default()
         };
         let bulkhead = SemaphoreBulkhead::with_clock("dependency", &config, clock.clone())
-            .with_adaptive(Some(&adaptive));
+            .with_policies(|c| c.adaptive = Some(adaptive.clone()));
         Simulation {
             clock,
             bulkhead,
@@ -236,7 +239,7 @@ fn a_pools_adaptive_limit_caps_its_threads_and_keeps_its_queue() {
     adaptive.backoff_ratio = Some(0.5);
     let clock = ManualClock::new();
     let pool = ThreadPoolBulkhead::with_clock("pool", &config, Arc::new(clock.clone()))
-        .with_adaptive(Some(&adaptive));
+        .with_policies(|c| c.adaptive = Some(adaptive.clone()));
     let snapshot = pool.snapshot();
     assert_eq!((snapshot.limit, snapshot.queue_capacity), (2, Some(7)));
     // Each call takes 1 ms of the dependency's time: slow enough for every call to be timed.
@@ -267,7 +270,7 @@ fn a_pools_adaptive_limit_caps_its_threads_and_keeps_its_queue() {
     assert_eq!((adaptive.windows, adaptive.limit_changes), (2, 2));
     assert_eq!(adaptive.sample_every, 1);
     // Back to static: the declared size.
-    pool.set_adaptive(None);
+    pool.configure(&support::policies(|_| {})).unwrap();
     assert_eq!(pool.snapshot().limit, 4);
     pool.shutdown(Duration::from_secs(5));
 }
@@ -280,7 +283,8 @@ fn drop_counting(clock: &Arc<ManualClock>) -> SemaphoreBulkhead {
     };
     let mut adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 8, 8);
     adaptive.backoff_ratio = Some(0.5);
-    SemaphoreBulkhead::with_clock("drops", &config, clock.clone()).with_adaptive(Some(&adaptive))
+    SemaphoreBulkhead::with_clock("drops", &config, clock.clone())
+        .with_policies(|c| c.adaptive = Some(adaptive.clone()))
 }
 
 #[test]

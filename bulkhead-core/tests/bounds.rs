@@ -17,7 +17,7 @@ use bulkhead_core::{
     BulkheadError, BulkheadShutdown, Refused, Registry, SemaphoreBulkhead, SemaphoreShutdown,
     ShutdownReport, ThreadPoolBulkhead,
 };
-use support::{Gate, manual_clock, poll_once, pool_config, semaphore, wait_until};
+use support::{Gate, WithPolicies, manual_clock, poll_once, pool_config, semaphore, wait_until};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -118,7 +118,7 @@ fn queued_callers_are_answered_at_max_queue_wait_while_the_body_is_stuck() {
 fn a_pool_async_body_that_blocks_is_answered_call_timeout_at_the_deadline() {
     let (clock, shared_clock) = manual_clock();
     let pool = ThreadPoolBulkhead::with_clock("p", &pool_config(1, 1, 0), shared_clock)
-        .with_call_timeout(Some(secs(1)));
+        .with_policies(|c| c.timeout = Some(secs(1).into()));
     let gate = Gate::default();
     let caller = {
         let (pool, gate) = (pool.clone(), gate.clone());
@@ -165,7 +165,7 @@ fn a_pool_async_body_that_blocks_is_answered_call_timeout_at_the_deadline() {
 fn a_pool_async_body_cut_at_its_deadline_is_counted_timed_out_and_cancelled() {
     let (clock, shared_clock) = manual_clock();
     let pool = ThreadPoolBulkhead::with_clock("p", &pool_config(1, 1, 0), shared_clock)
-        .with_call_timeout(Some(secs(1)));
+        .with_policies(|c| c.timeout = Some(secs(1).into()));
     let caller = {
         let pool = pool.clone();
         thread::spawn(move || {

@@ -3,6 +3,9 @@
 //! call's caller is answered at the deadline while the worker finishes, its result
 //! discarded and counted.
 
+mod support;
+use support::WithPolicies;
+
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -38,7 +41,7 @@ fn semaphore_async_body_is_dropped_and_its_permit_returned_at_the_deadline() {
         ..SemaphoreConfig::default()
     };
     let search = SemaphoreBulkhead::with_clock("search", &config, Arc::new(clock.clone()))
-        .with_call_timeout(Some(TIMEOUT));
+        .with_policies(|c| c.timeout = Some(TIMEOUT.into()));
     let dropped = Arc::new(AtomicBool::new(false));
     let guard = DropFlag(Arc::clone(&dropped));
     let mut call = pin!(search.call_async(async move {
@@ -88,7 +91,7 @@ fn semaphore_body_that_finishes_in_time_is_not_timed_out() {
         &SemaphoreConfig::default(),
         Arc::new(clock.clone()),
     )
-    .with_call_timeout(Some(TIMEOUT));
+    .with_policies(|c| c.timeout = Some(TIMEOUT.into()));
     let mut call = pin!(search.call_async(async { 7 }));
     assert_eq!(poll_once(call.as_mut()), Poll::Ready(Ok(7)));
     assert_eq!(search.snapshot().calls.timed_out, 0);
@@ -102,7 +105,7 @@ fn one_worker(clock: &ManualClock) -> ThreadPoolBulkhead {
         ..ThreadPoolConfig::default()
     };
     ThreadPoolBulkhead::with_clock("render", &config, Arc::new(clock.clone()))
-        .with_call_timeout(Some(TIMEOUT))
+        .with_policies(|c| c.timeout = Some(TIMEOUT.into()))
 }
 
 #[test]
@@ -196,7 +199,7 @@ fn sync_pool_caller_is_answered_at_the_deadline_and_the_late_result_is_discarded
 #[test]
 fn without_a_timeout_timed_calls_are_plain_calls() {
     let clock = ManualClock::new();
-    let pool = one_worker(&clock).with_call_timeout(None);
+    let pool = one_worker(&clock).with_policies(|c| c.timeout = None);
     assert_eq!(pool.call_timeout(), None);
     assert_eq!(pool.call_timed(1, |n| n + 1).ok(), Some(Ok(2)));
     let out = futures_executor::block_on(pool.call_async_timed(1, |n| async move { n + 2 }));
@@ -207,7 +210,7 @@ fn without_a_timeout_timed_calls_are_plain_calls() {
 #[test]
 fn expected_queue_wait_is_the_mean_time_queued_calls_waited() {
     let clock = ManualClock::new();
-    let pool = one_worker(&clock).with_call_timeout(None);
+    let pool = one_worker(&clock).with_policies(|c| c.timeout = None);
     assert_eq!(pool.expected_queue_wait(), None);
     let (release, released) = mpsc::channel::<()>();
     let mut first = Box::pin(pool.call_async(released, |released| async move {

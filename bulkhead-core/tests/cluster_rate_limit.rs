@@ -674,17 +674,15 @@ fn a_reload_changes_the_cluster_limit_live() {
     let bulkhead = partner(limit(2), shared);
     let admitted = |calls: usize| (0..calls).filter(|_| bulkhead.call(|| ()).is_ok()).count();
     assert_eq!(admitted(3), 2);
-    bulkhead.set_rate_limit(Some(&limit(4)));
+    let set = |config| bulkhead.configure(&support::policies(|c| c.rate_limit = Some(config)));
+    set(limit(4)).unwrap();
     assert_eq!(bulkhead.rate_limiter().limit_for_period(), 4);
     assert_eq!(admitted(3), 2, "two more in this period");
-    bulkhead.set_rate_limit(Some(&limit(3)));
+    set(limit(3)).unwrap();
     assert_eq!(admitted(1), 0, "four taken, three allowed");
     assert_eq!(store_errors(&bulkhead), 0);
 
-    bulkhead.set_rate_limit(Some(&RateLimitConfig::per_process(
-        5,
-        Duration::from_secs(HOUR),
-    )));
+    set(RateLimitConfig::per_process(5, Duration::from_secs(HOUR))).unwrap();
     assert!(!bulkhead.rate_limiter().is_cluster_wide());
     assert_eq!(bulkhead.snapshot().rate_limit_store_errors, None);
     let text = prometheus::encode(&[bulkhead.snapshot()]);

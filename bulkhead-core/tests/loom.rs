@@ -28,8 +28,11 @@ use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 #[path = "support/loom_model.rs"]
 mod loom_model;
+#[path = "support/policies.rs"]
+mod policies;
 
 use loom_model::{ModelClock, block_on, model};
+use policies::WithPolicies;
 
 /// Spawns a thread that awaits a permit: `true` if it was admitted (and gave the permit
 /// back), `false` if it was refused with an error `expected` accepts; any other error fails
@@ -269,7 +272,7 @@ fn adaptive_one_call_from_a_change(
     let mut adaptive =
         AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, initial, declared);
     adaptive.backoff_ratio = Some(backoff);
-    let b = bulkhead(declared, clock).with_adaptive(Some(&adaptive));
+    let b = bulkhead(declared, clock).with_policies(|c| c.adaptive = Some(adaptive.clone()));
     for _ in 1..MIN_WINDOW {
         drop(block_on(b.acquire_async()).unwrap());
     }

@@ -16,6 +16,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 mod loom_model;
 
 use loom_model::{ModelClock, block_on, model};
+use policies::WithPolicies;
 
 /// A limit of 2 shared by `a` and `b`, one guaranteed permit each; waits up to 100ms.
 fn partitioned(clock: &ModelClock) -> SemaphoreBulkhead {
@@ -25,7 +26,7 @@ fn partitioned(clock: &ModelClock) -> SemaphoreBulkhead {
         fair: true,
     };
     SemaphoreBulkhead::with_clock("model", &config, std::sync::Arc::new(clock.clone()))
-        .with_partitions(&Partitions::new([("a", 0.5), ("b", 0.5)]))
+        .with_policies(|c| c.partitions = Partitions::new([("a", 0.5), ("b", 0.5)]))
 }
 
 /// Takes a permit of `partition` (waiting if its share allows), checks the limit while
@@ -171,7 +172,10 @@ fn alone_or_full<P>(permit: Result<P, BulkheadError>, inside: &AtomicUsize) {
 fn shares_granted_then_a_permit_refused_or_taken_racing_a_release_are_given_back_once() {
     model(|| {
         let clock = ModelClock::new();
-        let b = partitioned(&clock).with_per_key(Some(&PerKeyConfig::new(2)));
+        let b = partitioned(&clock).with_policies(|c| {
+            c.partitions = Partitions::new([("a", 0.5), ("b", 0.5)]);
+            c.per_key = Some(PerKeyConfig::new(2));
+        });
         let a = b.partition("a").unwrap();
         let first = block_on(a.acquire_async()).unwrap();
         let borrowed = block_on(a.acquire_async()).unwrap();

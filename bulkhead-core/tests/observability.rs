@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::{Gate, pool_config, wait_until};
+use support::{Gate, WithPolicies, pool_config, wait_until};
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -228,7 +228,7 @@ fn an_adaptive_semaphore_records_its_limit_on_the_call_span_and_logs_changes_at_
     let mut adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 6, 6);
     adaptive.backoff_ratio = Some(0.5);
     let quotes = SemaphoreBulkhead::new("obs-adaptive", &semaphore_config(6, 0))
-        .with_adaptive(Some(&adaptive));
+        .with_policies(|c| c.adaptive = Some(adaptive.clone()));
     let changes = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&changes);
     let _listening =

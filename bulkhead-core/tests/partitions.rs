@@ -10,14 +10,14 @@ use bulkhead_core::{AsyncSharePermit, BulkheadError, Partition, SemaphoreBulkhea
 
 mod support;
 
-use support::{Gate, poll_once, semaphore as config};
+use support::{Gate, WithPolicies, poll_once, semaphore as config};
 
 /// `search`: a limit of 10, `live` 0.8 (8 guaranteed) and `batch` 0.2 (2), waiting up to
 /// one second on a manual clock.
 fn search() -> (SemaphoreBulkhead, Partition, Partition) {
     let (_clock, shared) = support::manual_clock();
     let bulkhead = SemaphoreBulkhead::with_clock("search", &config(10, 1000), shared)
-        .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+        .with_policies(|c| c.partitions = Partitions::new([("live", 0.8), ("batch", 0.2)]));
     let live = bulkhead.partition("live").unwrap();
     let batch = bulkhead.partition("batch").unwrap();
     (bulkhead, live, batch)
@@ -176,11 +176,15 @@ fn guarantees_follow_a_live_resize() {
 fn shares_change_live_and_names_are_fixed() {
     let (bulkhead, live, batch) = search();
     bulkhead
-        .set_partitions(&Partitions::new([("live", 0.5), ("batch", 0.5)]))
+        .configure(&support::policies(|c| {
+            c.partitions = Partitions::new([("live", 0.5), ("batch", 0.5)]);
+        }))
         .unwrap();
     assert_eq!((live.guaranteed(), batch.guaranteed()), (5, 5));
     let err = bulkhead
-        .set_partitions(&Partitions::new([("live", 0.5), ("bulk", 0.5)]))
+        .configure(&support::policies(|c| {
+            c.partitions = Partitions::new([("live", 0.5), ("bulk", 0.5)]);
+        }))
         .unwrap_err();
     assert_eq!(err.configured, ["bulk", "live"]);
     assert_eq!(live.guaranteed(), 5, "a refused change changes nothing");
@@ -196,7 +200,7 @@ fn threads_racing_two_partitions_never_exceed_the_limit() {
             ..SemaphoreConfig::default()
         },
     )
-    .with_partitions(&Partitions::new([("live", 0.5), ("batch", 0.5)]));
+    .with_policies(|c| c.partitions = Partitions::new([("live", 0.5), ("batch", 0.5)]));
     let inside = Arc::new(std::sync::atomic::AtomicU32::new(0));
     for _ in 0..200 {
         let start = Barrier::new(THREADS);

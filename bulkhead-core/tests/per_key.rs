@@ -13,7 +13,7 @@ use bulkhead_core::{AsyncSharePermit, BulkheadError, SemaphoreBulkhead};
 
 mod support;
 
-use support::poll_once;
+use support::{WithPolicies, poll_once};
 
 fn keyed(limit: u32, per_key: u32, max_keys: u32) -> SemaphoreBulkhead {
     SemaphoreBulkhead::new(
@@ -23,10 +23,12 @@ fn keyed(limit: u32, per_key: u32, max_keys: u32) -> SemaphoreBulkhead {
             ..SemaphoreConfig::default()
         },
     )
-    .with_per_key(Some(&PerKeyConfig {
-        max_concurrent_calls: per_key,
-        max_keys,
-    }))
+    .with_policies(|c| {
+        c.per_key = Some(PerKeyConfig {
+            max_concurrent_calls: per_key,
+            max_keys,
+        });
+    })
 }
 
 fn try_hold<'a>(
@@ -149,11 +151,15 @@ fn removing_the_cap_live_stops_counting_keys() {
     let bulkhead = keyed(10, 1, 10);
     let held = try_hold(&bulkhead, "a").unwrap();
     assert!(try_hold(&bulkhead, "a").is_err());
-    bulkhead.set_per_key(None);
+    bulkhead.configure(&support::policies(|_| {})).unwrap();
     let second = try_hold(&bulkhead, "a").unwrap();
     assert!(bulkhead.snapshot().per_key.is_none());
     drop((held, second));
-    bulkhead.set_per_key(Some(&PerKeyConfig::new(1)));
+    bulkhead
+        .configure(&support::policies(|c| {
+            c.per_key = Some(PerKeyConfig::new(1))
+        }))
+        .unwrap();
     assert_eq!(bulkhead.snapshot().per_key.unwrap().keys_tracked, 0);
 }
 

@@ -12,12 +12,12 @@ use bulkhead_core::{BulkheadError, PartitionSnapshot, ThreadPoolBulkhead};
 
 mod support;
 
-use support::{Gate, poll_once, pool_config};
+use support::{Gate, WithPolicies, poll_once, pool_config};
 
 /// One worker and a queue of one: two calls admitted at most, one guaranteed per partition.
 fn partitioned() -> ThreadPoolBulkhead {
     ThreadPoolBulkhead::new("pool-shares", &pool_config(1, 1, 1))
-        .with_partitions(&Partitions::new([("live", 0.5), ("batch", 0.5)]))
+        .with_policies(|c| c.partitions = Partitions::new([("live", 0.5), ("batch", 0.5)]))
 }
 
 /// Opens the gate when dropped, so a failed assertion inside a scope cannot leave a
@@ -128,7 +128,7 @@ fn calls_that_name_no_partition_only_borrow() {
 #[test]
 fn a_key_at_its_cap_is_refused_with_its_input_while_other_keys_are_served() {
     let pool = ThreadPoolBulkhead::new("pool-keys", &pool_config(2, 2, 4))
-        .with_per_key(Some(&PerKeyConfig::new(1)));
+        .with_policies(|c| c.per_key = Some(PerKeyConfig::new(1)));
     let tenant_a = |wait: &(dyn Fn() + Sync)| pool.keyed("tenant-a").call((), |()| wait());
     let (held, ()) = while_held(tenant_a, || {
         let refused = pool.keyed("tenant-a").call(7u32, |n| n);
@@ -148,7 +148,7 @@ fn a_key_at_its_cap_is_refused_with_its_input_while_other_keys_are_served() {
 #[test]
 fn a_nested_call_of_a_key_at_its_cap_runs_inline_on_the_worker() {
     let pool = ThreadPoolBulkhead::new("pool-nested", &pool_config(1, 1, 1))
-        .with_per_key(Some(&PerKeyConfig::new(1)));
+        .with_policies(|c| c.per_key = Some(PerKeyConfig::new(1)));
     let outer = pool
         .keyed("a")
         .call((), |()| pool.keyed("a").call(5u32, |n| n + 1).ok());
@@ -162,8 +162,10 @@ fn a_partitions_timed_async_call_is_cut_at_the_deadline_and_its_count_comes_back
     let (clock, shared_clock) = support::manual_clock();
     let timeout = std::time::Duration::from_secs(2);
     let pool = ThreadPoolBulkhead::with_clock("pool-timed", &pool_config(1, 1, 1), shared_clock)
-        .with_partitions(&Partitions::new([("live", 0.5), ("batch", 0.5)]))
-        .with_call_timeout(Some(timeout));
+        .with_policies(|c| {
+            c.partitions = Partitions::new([("live", 0.5), ("batch", 0.5)]);
+            c.timeout = Some(timeout.into());
+        });
     std::thread::scope(|s| {
         let caller = s.spawn(|| {
             futures_executor::block_on(

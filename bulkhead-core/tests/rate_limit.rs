@@ -13,7 +13,7 @@ use bulkhead_core::{
 
 mod support;
 
-use support::{manual_clock, poll_once, rate_limit, semaphore};
+use support::{WithPolicies, manual_clock, poll_once, rate_limit, semaphore};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -51,7 +51,7 @@ fn twenty_threads_racing_a_rate_limited_bulkhead_get_exactly_five_calls() {
     // Room for everyone: only the rate limit refuses.
     let bulkhead =
         SemaphoreBulkhead::with_clock("api", &semaphore(THREADS as u32, 0), shared_clock)
-            .with_rate_limit(Some(&rate_limit(5, 1_000, 0)));
+            .with_policies(|c| c.rate_limit = Some(rate_limit(5, 1_000, 0)));
     for iteration in 0..200 {
         let start = Barrier::new(THREADS);
         let ran = AtomicU32::new(0);
@@ -100,7 +100,7 @@ fn retry_after_is_the_time_until_the_next_period() {
 fn a_refused_bulkhead_call_carries_retry_after_for_the_header() {
     let (clock, shared_clock) = manual_clock();
     let bulkhead = SemaphoreBulkhead::with_clock("checkout", &semaphore(4, 0), shared_clock)
-        .with_rate_limit(Some(&rate_limit(1, 2_000, 0)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 2_000, 0)));
     assert_eq!(bulkhead.call(|| ()), Ok(()));
     clock.advance(ms(300));
     let err = bulkhead.call(|| ()).unwrap_err();
@@ -139,7 +139,7 @@ fn permissions_refresh_after_the_period_without_accumulating() {
 fn a_caller_waits_up_to_the_timeout_for_the_next_period() {
     let (clock, shared_clock) = manual_clock();
     let bulkhead = SemaphoreBulkhead::with_clock("search", &semaphore(4, 0), shared_clock)
-        .with_rate_limit(Some(&rate_limit(1, 1_000, 1_500)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 1_000, 1_500)));
     assert_eq!(bulkhead.call(|| 1), Ok(1));
     std::thread::scope(|s| {
         let waiter = s.spawn(|| bulkhead.call(|| 2));
@@ -181,7 +181,7 @@ fn a_caller_is_refused_when_the_next_period_is_beyond_its_timeout() {
 fn an_async_caller_waits_for_the_next_period_on_any_executor() {
     let (clock, shared_clock) = manual_clock();
     let bulkhead = SemaphoreBulkhead::with_clock("feed", &semaphore(4, 0), shared_clock)
-        .with_rate_limit(Some(&rate_limit(1, 1_000, 1_000)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 1_000, 1_000)));
     assert_eq!(
         futures_executor::block_on(bulkhead.call_async(async { 1 })),
         Ok(1)
@@ -218,7 +218,7 @@ fn a_reservation_given_back_before_its_period_is_free_again_and_not_after() {
 fn a_dropped_async_caller_gives_its_reserved_permission_back() {
     let (clock, shared_clock) = manual_clock();
     let bulkhead = SemaphoreBulkhead::with_clock("feed", &semaphore(4, 0), shared_clock)
-        .with_rate_limit(Some(&rate_limit(1, 1_000, 1_000)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 1_000, 1_000)));
     assert_eq!(bulkhead.call(|| 1), Ok(1));
     let mut gone = Box::pin(bulkhead.call_async(async { 2 }));
     assert!(poll_once(&mut gone).is_pending());
@@ -261,15 +261,19 @@ fn reload_raises_and_lowers_the_limit_at_once() {
 fn reload_can_switch_the_rate_limit_off_and_on() {
     let (_clock, shared_clock) = manual_clock();
     let bulkhead = SemaphoreBulkhead::with_clock("toggle", &semaphore(4, 0), shared_clock)
-        .with_rate_limit(Some(&rate_limit(1, 60_000, 0)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 60_000, 0)));
     assert!(bulkhead.call(|| ()).is_ok());
     assert!(bulkhead.call(|| ()).is_err());
-    bulkhead.set_rate_limit(None);
+    bulkhead.configure(&support::policies(|_| {})).unwrap();
     assert!(!bulkhead.rate_limiter().is_enabled());
     for _ in 0..10 {
         assert!(bulkhead.call(|| ()).is_ok());
     }
-    bulkhead.set_rate_limit(Some(&rate_limit(2, 60_000, 0)));
+    bulkhead
+        .configure(&support::policies(|c| {
+            c.rate_limit = Some(rate_limit(2, 60_000, 0))
+        }))
+        .unwrap();
     assert!(bulkhead.call(|| ()).is_ok() && bulkhead.call(|| ()).is_ok());
     assert!(bulkhead.call(|| ()).is_err());
 }
@@ -304,7 +308,7 @@ fn retry_after_header_rounds_up_to_whole_seconds() {
 fn reentrant_calls_are_not_rate_limited() {
     let (_clock, shared_clock) = manual_clock();
     let bulkhead = SemaphoreBulkhead::with_clock("nested", &semaphore(1, 0), shared_clock)
-        .with_rate_limit(Some(&rate_limit(1, 60_000, 0)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 60_000, 0)));
     assert_eq!(bulkhead.call(|| bulkhead.call(|| "inner")), Ok(Ok("inner")));
     assert_eq!(bulkhead.snapshot().calls.reentrant, 1);
 }

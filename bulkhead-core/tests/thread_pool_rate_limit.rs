@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bulkhead_config_types::{BulkheadConfig, Config, ThreadPoolConfig};
 use bulkhead_core::{BulkheadError, Registry, ThreadPoolBulkhead};
-use support::{manual_clock, poll_once, rate_limit};
+use support::{WithPolicies, manual_clock, poll_once, rate_limit};
 
 fn pool_config() -> ThreadPoolConfig {
     // Room for every call of these tests: only the rate limit refuses.
@@ -29,7 +29,7 @@ fn twenty_threads_racing_a_pool_rate_limit_of_five_get_exactly_five_admissions()
     for round in 0..30 {
         let (_clock, clock) = manual_clock();
         let pool = ThreadPoolBulkhead::with_clock("rate-race", &pool_config(), clock)
-            .with_rate_limit(Some(&rate_limit(5, 1000, 0)));
+            .with_policies(|c| c.rate_limit = Some(rate_limit(5, 1000, 0)));
         let start = Arc::new(Barrier::new(20));
         let callers: Vec<_> = (0..20u32)
             .map(|i| {
@@ -70,7 +70,7 @@ fn twenty_threads_racing_a_pool_rate_limit_of_five_get_exactly_five_admissions()
 fn rate_limited_carries_retry_after_from_the_limiter_state() {
     let (manual, clock) = manual_clock();
     let pool = ThreadPoolBulkhead::with_clock("rate-retry", &pool_config(), clock)
-        .with_rate_limit(Some(&rate_limit(2, 100, 0)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(2, 100, 0)));
     assert_eq!(pool.call(1, |i| i).unwrap(), 1);
     assert_eq!(pool.call(2, |i| i).unwrap(), 2);
     manual.advance(Duration::from_millis(30));
@@ -97,7 +97,7 @@ fn rate_limited_carries_retry_after_from_the_limiter_state() {
 fn a_sync_call_waits_on_the_clock_for_a_reserved_permission() {
     let (manual, clock) = manual_clock();
     let pool = ThreadPoolBulkhead::with_clock("rate-wait", &pool_config(), clock)
-        .with_rate_limit(Some(&rate_limit(1, 100, 500)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 100, 500)));
     assert_eq!(pool.call(1, |i| i).unwrap(), 1);
     let waiter = {
         let pool = pool.clone();
@@ -113,7 +113,7 @@ fn a_sync_call_waits_on_the_clock_for_a_reserved_permission() {
 fn an_async_call_awaits_a_reserved_permission_without_blocking() {
     let (manual, clock) = manual_clock();
     let pool = ThreadPoolBulkhead::with_clock("rate-await", &pool_config(), clock)
-        .with_rate_limit(Some(&rate_limit(1, 100, 500)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 100, 500)));
     assert_eq!(pool.call(1, |i| i).unwrap(), 1);
     let mut call = pool.call_async(2, |i| async move { i });
     // Reserved a permission of the next period: pending, nothing admitted yet.
@@ -129,7 +129,7 @@ fn an_async_call_awaits_a_reserved_permission_without_blocking() {
 fn a_dropped_async_call_gives_its_reserved_permission_back() {
     let (manual, clock) = manual_clock();
     let pool = ThreadPoolBulkhead::with_clock("rate-drop", &pool_config(), clock)
-        .with_rate_limit(Some(&rate_limit(1, 100, 100)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 100, 100)));
     assert_eq!(pool.call(1, |i| i).unwrap(), 1);
     let mut gone = pool.call_async(2, |i| async move { i });
     assert!(matches!(poll_once(&mut gone), Poll::Pending));
@@ -184,7 +184,7 @@ fn registry_register_and_reload_apply_the_pool_rate_limit() {
 fn a_reentrant_call_is_not_rate_limited() {
     let (_manual, clock) = manual_clock();
     let pool = ThreadPoolBulkhead::with_clock("rate-reentry", &pool_config(), clock)
-        .with_rate_limit(Some(&rate_limit(1, 1000, 0)));
+        .with_policies(|c| c.rate_limit = Some(rate_limit(1, 1000, 0)));
     let inner_pool = pool.clone();
     // The outer call takes the period's only permission; the nested one runs inline.
     let nested = pool

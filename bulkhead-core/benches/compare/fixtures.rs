@@ -121,3 +121,17 @@ pub fn full_pool() -> (ThreadPoolBulkhead, Occupied) {
     });
     (pool, occupied)
 }
+
+/// `bulkhead` with the policies `set` writes into a config of none, through its one
+/// `configure` (the config's limits are not read there).
+pub fn configured(
+    bulkhead: SemaphoreBulkhead,
+    set: impl FnOnce(&mut BulkheadConfig),
+) -> SemaphoreBulkhead {
+    let mut config = BulkheadConfig::semaphore(SemaphoreConfig::default());
+    set(&mut config);
+    bulkhead
+        .configure(&config)
+        .expect("a fresh bulkhead takes any partitions");
+    bulkhead
+}

@@ -19,7 +19,7 @@ use bulkhead_config_types::{Partitions, PerKeyConfig};
 use bulkhead_core::{Partition, SemaphoreBulkhead, ThreadPoolBulkhead};
 
 use crate::fixtures::{
-    QUEUE, WORKERS, full_pool, full_semaphore, full_semaphore_shared_name, pool_config,
+    QUEUE, WORKERS, configured, full_pool, full_semaphore, full_semaphore_shared_name, pool_config,
     semaphore_config, tokio_runtime,
 };
 use crate::peers::{BoundedBlocking, BoundedPool, CrossbeamPool, RayonPool, wait};
@@ -131,7 +131,9 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
         profile_loop_bounded_window_callers(&bounded_pool(), n)
     }),
     ("partition-call", |n| {
-        let sem = semaphore().with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+        let sem = configured(semaphore(), |c| {
+            c.partitions = Partitions::new([("live", 0.8), ("batch", 0.2)]);
+        });
         profile_loop_partition_call(&sem.partition("live").expect("declared above"), n);
     }),
     (
@@ -139,7 +141,7 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
         profile_loop_attribute_partition_call,
     ),
     ("keyed-call", |n| {
-        let sem = semaphore().with_per_key(Some(&PerKeyConfig::new(5)));
+        let sem = configured(semaphore(), |c| c.per_key = Some(PerKeyConfig::new(5)));
         let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
         profile_loop_keyed_call(&sem, &tenants, n);
     }),

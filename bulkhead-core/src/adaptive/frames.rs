@@ -142,12 +142,15 @@ fn spilled<R>(f: impl FnOnce(&mut Vec<Frame>) -> R) -> R {
 /// Returns false when no call of an adaptive bulkhead is running here (nothing to mark).
 ///
 /// ```
-/// use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
+/// use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, SemaphoreConfig};
 /// use bulkhead::SemaphoreBulkhead;
 /// use bulkhead::adaptive::mark_overloaded;
 ///
-/// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
-///     .with_adaptive(Some(&AdaptiveConfig::new(AdaptiveAlgorithm::Aimd)));
+/// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default());
+/// search.configure(&BulkheadConfig {
+///     adaptive: Some(AdaptiveConfig::new(AdaptiveAlgorithm::Aimd)),
+///     ..BulkheadConfig::semaphore(SemaphoreConfig::default())
+/// }).unwrap();
 /// let marked = search.call(|| {
 ///     let status = 503; // what the dependency answered
 ///     status == 503 && mark_overloaded()

@@ -41,14 +41,15 @@ impl Bulkhead {
         match &config.limits {
             Limits::Semaphore(limits) => {
                 let b = SemaphoreBulkhead::with_clock(name, limits, clock);
-                configure(&b, config);
+                // A fresh bulkhead takes any partition names.
+                let _ = configure(&b, config);
                 b.rate_limiter()
                     .set_cluster_limit(limits.max_concurrent_calls, config.cluster.as_ref());
                 Bulkhead::Semaphore(b)
             }
             Limits::ThreadPool(limits) => {
                 let b = ThreadPoolBulkhead::with_clock(name, limits, clock);
-                configure(&b, config);
+                let _ = configure(&b, config);
                 Bulkhead::ThreadPool(b)
             }
             _ => unreachable!("the bulkhead crates are pinned to one release: no other kind"),
@@ -161,13 +162,14 @@ impl Resize<'_> {
         match self.limits {
             KindLimits::Semaphore(b, limits) => {
                 b.resize(limits);
-                configure(b, self.config);
+                // The names were checked with the whole reload (`check_partitions`).
+                let _ = configure(b, self.config);
                 b.rate_limiter()
                     .set_cluster_limit(limits.max_concurrent_calls, self.config.cluster.as_ref());
             }
             KindLimits::ThreadPool(b, limits) => {
                 b.resize(limits);
-                configure(b, self.config);
+                let _ = configure(b, self.config);
             }
         }
     }
@@ -183,22 +185,24 @@ trait Policies {
     fn set_per_key(&self, config: Option<&PerKeyConfig>);
 }
 
-/// The one place a bulkhead's policies follow its config: when it is built and on every
-/// reload (after its resize). The partition names are fixed by the first set and checked
-/// with the whole reload (`check_partitions`) before anything is applied, so setting them
-/// here cannot fail.
-fn configure(b: &impl Policies, config: &BulkheadConfig) {
+/// The one place a bulkhead's policies follow its config: when it is built, on every
+/// reload (after its resize, the partition names checked with the whole reload first) and
+/// through the kinds' public `configure`. The partitions go first: their names are all
+/// that can be refused, and a refused set changes nothing, so neither does the config.
+fn configure(b: &impl Policies, config: &BulkheadConfig) -> Result<(), PartitionNamesChanged> {
+    b.set_partitions(&config.partitions)?;
     b.telemetry().set_saturation(config.saturation);
     b.set_rate_limit(config.rate_limit.as_ref());
     b.set_call_timeout(config.timeout.map(|t| t.as_std()));
     b.set_adaptive(config.adaptive.as_ref());
-    let _ = b.set_partitions(&config.partitions);
     b.set_per_key(config.per_key.as_ref());
+    Ok(())
 }
 
-/// The same inherent methods on either kind (each its own type).
+/// The same inherent methods on either kind (each its own type), and its public
+/// `configure`.
 macro_rules! policies_of {
-    ($kind:ty) => {
+    ($kind:ty, $example:literal) => {
         impl Policies for $kind {
             fn telemetry(&self) -> &crate::telemetry::Telemetry {
                 <$kind>::telemetry(self)
@@ -219,10 +223,63 @@ macro_rules! policies_of {
                 <$kind>::set_per_key(self, config);
             }
         }
+
+        impl $kind {
+            /// Sets the bulkhead's policies from `config`, live, as a reload does: its call
+            /// `timeout`, `rate_limit`, `adaptive` limit, `partitions`, `per_key` cap and
+            /// `saturation` thresholds, each to what `config` says (a policy `config` leaves
+            /// out is removed). Its size is [`resize`](Self::resize)'s: `config.limits` is
+            /// not read here. A change applies to calls admitted after it; none cancels an
+            /// admitted call. A bulkhead declared in `bulkheads.yaml` gets all of this from
+            /// the registry; this is for bulkheads built in code.
+            ///
+            /// ```
+            #[doc = $example]
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// [`PartitionNamesChanged`] when `config` names other partitions than the
+            /// running ones (the first non-empty set fixes the names; later ones may change
+            /// the shares only); nothing is changed then.
+            pub fn configure(&self, config: &BulkheadConfig) -> Result<(), PartitionNamesChanged> {
+                configure(self, config)
+            }
+        }
     };
 }
-policies_of!(SemaphoreBulkhead);
-policies_of!(ThreadPoolBulkhead);
+policies_of!(
+    SemaphoreBulkhead,
+    r#"use bulkhead::config::{BulkheadConfig, Duration, RateLimitConfig, SemaphoreConfig};
+use bulkhead::{BulkheadError, SemaphoreBulkhead};
+
+let limits = SemaphoreConfig::default();
+let search = SemaphoreBulkhead::new("search", &limits);
+search.configure(&BulkheadConfig {
+    rate_limit: Some(RateLimitConfig::per_process(1, Duration::from_secs(60))),
+    ..BulkheadConfig::semaphore(limits)
+})?;
+assert_eq!(search.call(|| "first"), Ok("first"));
+let err = search.call(|| "second").unwrap_err();
+assert!(matches!(err, BulkheadError::RateLimited { .. }));
+# Ok::<(), bulkhead::PartitionNamesChanged>(())"#
+);
+policies_of!(
+    ThreadPoolBulkhead,
+    r#"use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, BulkheadConfig, ThreadPoolConfig};
+use bulkhead::ThreadPoolBulkhead;
+
+let limits = ThreadPoolConfig { core_threads: 2, max_threads: 16, ..ThreadPoolConfig::default() };
+let images = ThreadPoolBulkhead::new("images", &limits);
+images.configure(&BulkheadConfig {
+    adaptive: Some(AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 4, 16)),
+    ..BulkheadConfig::thread_pool(limits)
+})?;
+assert_eq!(images.snapshot().limit, 4);
+assert_eq!(images.call(1, |n| n + 1).unwrap(), 2);
+# images.shutdown(std::time::Duration::from_secs(5));
+# Ok::<(), bulkhead::PartitionNamesChanged>(())"#
+);
 
 /// What shutting down one bulkhead did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,18 +17,10 @@ use crate::snapshot::BulkheadSnapshot;
 use crate::telemetry::Telemetry;
 
 impl SemaphoreBulkhead {
-    /// Sets (or, with `None`, removes) how long an admitted async call may run; for
-    /// building: `SemaphoreBulkhead::new(..).with_call_timeout(config.timeout.map(..))`.
-    /// A synchronous body runs on the caller's thread and cannot be stopped, so it is not
+    /// Changes the call timeout live, for calls admitted after this (`configure`). A
+    /// synchronous body runs on the caller's thread and cannot be stopped, so it is not
     /// timed.
-    #[must_use]
-    pub fn with_call_timeout(self, timeout: Option<Duration>) -> Self {
-        self.set_call_timeout(timeout);
-        self
-    }
-
-    /// Changes the call timeout live, for calls admitted after this.
-    pub fn set_call_timeout(&self, timeout: Option<Duration>) {
+    pub(crate) fn set_call_timeout(&self, timeout: Option<Duration>) {
         self.shared.call_timeout.set(timeout);
     }
 
@@ -37,29 +29,8 @@ impl SemaphoreBulkhead {
         self.shared.call_timeout.get()
     }
 
-    /// Adds (or, with `None`, removes) a rate limit checked before each admission; for
-    /// building: `SemaphoreBulkhead::new(..).with_rate_limit(config.rate_limit.as_ref())`.
-    ///
-    /// ```
-    /// use bulkhead::config::{Duration, RateLimitConfig, SemaphoreConfig};
-    /// use bulkhead::{BulkheadError, SemaphoreBulkhead};
-    ///
-    /// let limit = RateLimitConfig::per_process(1, Duration::from_secs(60));
-    /// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
-    ///     .with_rate_limit(Some(&limit));
-    /// assert_eq!(search.call(|| "first"), Ok("first"));
-    /// let err = search.call(|| "second").unwrap_err();
-    /// assert!(matches!(err, BulkheadError::RateLimited { .. }));
-    /// assert!(err.retry_after().unwrap() <= std::time::Duration::from_secs(60));
-    /// ```
-    #[must_use]
-    pub fn with_rate_limit(self, config: Option<&RateLimitConfig>) -> Self {
-        self.set_rate_limit(config);
-        self
-    }
-
-    /// Changes the rate limit live (`None` removes it).
-    pub fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
+    /// Changes the rate limit live (`None` removes it; `configure`).
+    pub(crate) fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
         self.shared.rate.reconfigure(config);
     }
 
@@ -87,34 +58,10 @@ impl SemaphoreBulkhead {
         shared.set_limit(shared.adaptive.limit_for_declared(declared));
     }
 
-    /// Adds (or, with `None`, removes) an adaptive limit; for building:
-    /// `SemaphoreBulkhead::new(..).with_adaptive(config.adaptive.as_ref())`.
-    ///
-    /// The limit then follows the latency and drops of the calls, between the
-    /// configured bounds and never above `max_concurrent_calls`
-    /// ([`crate::adaptive`]).
-    ///
-    /// ```
-    /// use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, SemaphoreConfig};
-    /// use bulkhead::SemaphoreBulkhead;
-    ///
-    /// let config = SemaphoreConfig { max_concurrent_calls: 100, ..SemaphoreConfig::default() };
-    /// let adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(2, 10, 50);
-    /// let search = SemaphoreBulkhead::new("search", &config).with_adaptive(Some(&adaptive));
-    /// assert_eq!(search.limit(), 10);
-    /// search.set_adaptive(None);
-    /// assert_eq!(search.limit(), 100);
-    /// ```
-    #[must_use]
-    pub fn with_adaptive(self, config: Option<&AdaptiveConfig>) -> Self {
-        self.set_adaptive(config);
-        self
-    }
-
     /// Changes the adaptive limit live (`None`: back to `max_concurrent_calls`). The same
     /// algorithm with the same parameters keeps what it learned. Like
-    /// [`resize`](Self::resize), it never cancels admitted calls.
-    pub fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
+    /// [`resize`](Self::resize), it never cancels admitted calls (`configure`).
+    pub(crate) fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
         let shared = &*self.shared;
         let declared = shared.declared.load(Relaxed);
         shared

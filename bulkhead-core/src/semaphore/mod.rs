@@ -308,12 +308,16 @@ impl SemaphoreBulkhead {
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use bulkhead::config::SemaphoreConfig;
+    /// use bulkhead::config::{self, BulkheadConfig, SemaphoreConfig};
     /// use bulkhead::{BulkheadError, ManualClock, SemaphoreBulkhead};
     ///
     /// let clock = ManualClock::new();
-    /// let search = SemaphoreBulkhead::with_clock("search", &SemaphoreConfig::default(), Arc::new(clock.clone()))
-    ///     .with_call_timeout(Some(Duration::from_secs(2)));
+    /// let limits = SemaphoreConfig::default();
+    /// let search = SemaphoreBulkhead::with_clock("search", &limits, Arc::new(clock.clone()));
+    /// search.configure(&BulkheadConfig {
+    ///     timeout: Some(config::Duration::from_secs(2)),
+    ///     ..BulkheadConfig::semaphore(limits)
+    /// }).unwrap();
     /// let mut call = Box::pin(search.call_async(std::future::pending::<()>()));
     /// let waker = std::task::Waker::noop();
     /// assert!(call.as_mut().poll(&mut std::task::Context::from_waker(&waker)).is_pending());

@@ -524,9 +524,10 @@ fn pool_shares_granted_then_a_slot_refused_or_taken_racing_a_release_are_given_b
 
     model(|| {
         let clock = ModelClock::new();
-        let pool = pool(1, 1, OnFull::Abort, &clock)
-            .with_partitions(&Partitions::new([("a", 0.5), ("b", 0.5)]))
-            .with_per_key(Some(&PerKeyConfig::new(2)));
+        let pool = pool(1, 1, OnFull::Abort, &clock);
+        pool.set_partitions(&Partitions::new([("a", 0.5), ("b", 0.5)]))
+            .unwrap();
+        pool.set_per_key(Some(&PerKeyConfig::new(2)));
         let answered = std::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0));
         let callers: Vec<_> = (0..2u32)
             .map(|n| {

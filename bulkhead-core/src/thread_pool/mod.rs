@@ -274,19 +274,10 @@ impl ThreadPoolBulkhead {
         CallAsync::new(self, input, body)
     }
 
-    /// Adds (or, with `None`, removes) a rate limit checked before each admission (after
-    /// the re-entry check, before the queue); for building:
-    /// `ThreadPoolBulkhead::new(..).with_rate_limit(config.rate_limit.as_ref())`. A sync
-    /// call waits up to the limit's `timeout` on the pool's clock for a permission; an
-    /// async call awaits it without blocking.
-    #[must_use]
-    pub fn with_rate_limit(self, config: Option<&RateLimitConfig>) -> Self {
-        self.set_rate_limit(config);
-        self
-    }
-
-    /// Changes the rate limit live (`None` removes it).
-    pub fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
+    /// Changes the rate limit live (`None` removes it; `configure`). It is checked after
+    /// the re-entry check, before the queue: a sync call waits up to the limit's `timeout`
+    /// on the pool's clock for a permission; an async call awaits it without blocking.
+    pub(crate) fn set_rate_limit(&self, config: Option<&RateLimitConfig>) {
         self.shared().rate.reconfigure(config);
     }
 
@@ -321,32 +312,10 @@ impl ThreadPoolBulkhead {
         self.shared().resize_declared(config);
     }
 
-    /// Adds (or, with `None`, removes) an adaptive limit on the calls running on workers;
-    /// for building: `ThreadPoolBulkhead::new(..).with_adaptive(config.adaptive.as_ref())`.
-    ///
-    /// The pool then runs at most that many threads, between the configured bounds and
-    /// never above `max_threads`; the queue keeps its declared capacity
-    /// ([`crate::adaptive`]). Changes go through [`resize`](Self::resize)'s path.
-    ///
-    /// ```
-    /// use bulkhead::config::{AdaptiveAlgorithm, AdaptiveConfig, ThreadPoolConfig};
-    /// use bulkhead::ThreadPoolBulkhead;
-    ///
-    /// let config = ThreadPoolConfig { core_threads: 2, max_threads: 16, ..ThreadPoolConfig::default() };
-    /// let adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 4, 16);
-    /// let images = ThreadPoolBulkhead::new("images", &config).with_adaptive(Some(&adaptive));
-    /// assert_eq!(images.snapshot().limit, 4);
-    /// assert_eq!(images.call(1, |n| n + 1).unwrap(), 2);
-    /// # images.shutdown(std::time::Duration::from_secs(5));
-    /// ```
-    #[must_use]
-    pub fn with_adaptive(self, config: Option<&AdaptiveConfig>) -> Self {
-        self.set_adaptive(config);
-        self
-    }
-
-    /// Changes the adaptive limit live (`None`: back to the declared `max_threads`).
-    pub fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
+    /// Changes the adaptive limit live (`None`: back to the declared `max_threads`;
+    /// `configure`). The pool then runs at most that many threads, between the configured
+    /// bounds and never above `max_threads`; the queue keeps its declared capacity.
+    pub(crate) fn set_adaptive(&self, config: Option<&AdaptiveConfig>) {
         self.shared().set_adaptive(config);
     }
 

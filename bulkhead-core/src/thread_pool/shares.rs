@@ -53,13 +53,16 @@ impl Host for ThreadPoolBulkhead {
 /// [`ThreadPoolBulkhead::unpartitioned`].
 ///
 /// ```
-/// use bulkhead::config::{Partitions, ThreadPoolConfig};
+/// use bulkhead::config::{BulkheadConfig, Partitions, ThreadPoolConfig};
 /// use bulkhead::ThreadPoolBulkhead;
 ///
-/// let config = ThreadPoolConfig { core_threads: 2, max_threads: 2, queue_capacity: 8, ..Default::default() };
+/// let limits = ThreadPoolConfig { core_threads: 2, max_threads: 2, queue_capacity: 8, ..Default::default() };
 /// // 10 calls admitted at most (2 running + 8 queued): `live` is guaranteed 8 of them.
-/// let reports = ThreadPoolBulkhead::new("reports", &config)
-///     .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+/// let reports = ThreadPoolBulkhead::new("reports", &limits);
+/// reports.configure(&BulkheadConfig {
+///     partitions: Partitions::new([("live", 0.8), ("batch", 0.2)]),
+///     ..BulkheadConfig::thread_pool(limits)
+/// }).unwrap();
 /// assert_eq!(reports.in_partition("batch").call(3, |n| n * 2).ok(), Some(6));
 /// let live = reports.snapshot().partitions.into_iter().find(|p| p.name == "live").unwrap();
 /// assert_eq!(live.guaranteed, 8);
@@ -225,35 +228,22 @@ impl fmt::Debug for PoolAdmission<'_> {
 
 /// Partitions and per-key caps on the thread pool (see [`PoolAdmission`]).
 impl ThreadPoolBulkhead {
-    /// Divides what the pool admits (running + queued) into `partitions`; for building.
-    /// The names are fixed by the first non-empty set, as on a semaphore
-    /// ([`SemaphoreBulkhead::with_partitions`](crate::SemaphoreBulkhead::with_partitions)).
-    #[must_use]
-    pub fn with_partitions(self, partitions: &Partitions) -> Self {
-        // A fresh pool takes any names; a used one keeps its own (see the doc comment).
-        let _ = self.shared().shares.set_partitions(partitions);
-        self
-    }
-
-    /// Changes the partitions' shares live (a reload).
+    /// Divides what the pool admits (running + queued) into `partitions`, live
+    /// (`configure`). The names are fixed by the first non-empty set, as on a semaphore.
     ///
     /// # Errors
     ///
     /// [`PartitionNamesChanged`] when the names differ from the running ones; nothing is
     /// changed then.
-    pub fn set_partitions(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+    pub(crate) fn set_partitions(
+        &self,
+        partitions: &Partitions,
+    ) -> Result<(), PartitionNamesChanged> {
         self.shared().shares.set_partitions(partitions)
     }
 
-    /// Caps the calls per key (`None`: no cap); for building.
-    #[must_use]
-    pub fn with_per_key(self, config: Option<&PerKeyConfig>) -> Self {
-        self.set_per_key(config);
-        self
-    }
-
-    /// Changes the per-key cap live (a reload); `None` removes it.
-    pub fn set_per_key(&self, config: Option<&PerKeyConfig>) {
+    /// Changes the per-key cap live (`configure`); `None` removes it.
+    pub(crate) fn set_per_key(&self, config: Option<&PerKeyConfig>) {
         self.shared().shares.set_per_key(config);
     }
 
@@ -272,12 +262,12 @@ impl ThreadPoolBulkhead {
         }
     }
 
-    /// Whether [`set_partitions`](Self::set_partitions) would accept `partitions`.
-    ///
-    /// # Errors
-    ///
-    /// As [`set_partitions`](Self::set_partitions).
-    pub fn check_partitions(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+    /// Whether a reload may set `partitions`: the running names, or none on a bulkhead
+    /// built without partitions (a reload may change the shares only).
+    pub(crate) fn check_partitions(
+        &self,
+        partitions: &Partitions,
+    ) -> Result<(), PartitionNamesChanged> {
         self.shared().shares.check_partitions(partitions)
     }
 

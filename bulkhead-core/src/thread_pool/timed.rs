@@ -40,16 +40,10 @@ const FINISHED: u8 = 1;
 const CALLER_GONE: u8 = 2;
 
 impl ThreadPoolBulkhead {
-    /// Sets (or, with `None`, removes) how long a timed call may run
-    /// ([`call_timed`](Self::call_timed), [`call_async_timed`](Self::call_async_timed)).
-    #[must_use]
-    pub fn with_call_timeout(self, timeout: Option<Duration>) -> Self {
-        self.set_call_timeout(timeout);
-        self
-    }
-
-    /// Changes the call timeout live, for calls started after this.
-    pub fn set_call_timeout(&self, timeout: Option<Duration>) {
+    /// Changes how long a timed call may run ([`call_timed`](Self::call_timed),
+    /// [`call_async_timed`](Self::call_async_timed)) live, for calls started after this
+    /// (`configure`).
+    pub(crate) fn set_call_timeout(&self, timeout: Option<Duration>) {
         self.shared().call_timeout.set(timeout);
     }
 

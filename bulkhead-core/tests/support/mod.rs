@@ -11,6 +11,11 @@ use std::task::{Context, Poll, Waker};
 use bulkhead_config_types::{Duration, RateLimitConfig, SemaphoreConfig, ThreadPoolConfig};
 use bulkhead_core::{Clock, ManualClock};
 
+#[path = "policies.rs"]
+mod policies;
+#[allow(unused_imports)] // each test crate uses its own subset
+pub use policies::{WithPolicies, policies};
+
 /// A fair semaphore config with `max_wait` in milliseconds.
 pub fn semaphore(max_concurrent_calls: u32, max_wait_ms: u64) -> SemaphoreConfig {
     SemaphoreConfig {

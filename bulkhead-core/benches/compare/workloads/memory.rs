@@ -9,7 +9,7 @@ use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig};
 use bulkhead_core::SemaphoreBulkhead;
 
 use crate::alloc;
-use crate::fixtures::{full_pool, full_semaphore, semaphore_config};
+use crate::fixtures::{configured, full_pool, full_semaphore, semaphore_config};
 use crate::harness::{Cell, Row, Settings, Unit};
 use crate::workloads::Workload;
 use crate::workloads::refusal::{POOL_ASYNC_REFUSED, POOL_REFUSED, SEM_REFUSED};
@@ -91,8 +91,10 @@ pub fn run(_: &Settings, rows: &mut Vec<Row>) {
         ),
     ];
     let adaptive_config = AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2).with_bounds(1, 25, 25);
-    let adaptive = SemaphoreBulkhead::new("bench-adaptive-memory", &semaphore_config(25))
-        .with_adaptive(Some(&adaptive_config));
+    let adaptive = configured(
+        SemaphoreBulkhead::new("bench-adaptive-memory", &semaphore_config(25)),
+        |c| c.adaptive = Some(adaptive_config),
+    );
     let (kib, allocs) = adaptive_calls_footprint(&adaptive);
     eprintln!("  6. memory: adaptive calls: {kib:+.0} KiB, {allocs} allocations");
     rows.push(Row {

@@ -8,7 +8,7 @@ use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig};
 use bulkhead_core::SemaphoreBulkhead;
 
 use crate::attribute;
-use crate::fixtures::semaphore_config;
+use crate::fixtures::{configured, semaphore_config};
 use crate::harness::{Cell, Row, Settings, each, find, measure, report};
 use crate::peers::CondvarSemaphore;
 use crate::workloads::Workload;
@@ -24,8 +24,10 @@ pub const ADAPTIVE_CALL: &str = "SemaphoreBulkhead::call, adaptive limit (gradie
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let ours = SemaphoreBulkhead::new("bench-semaphore", &semaphore_config(25));
     let adaptive_config = AdaptiveConfig::new(AdaptiveAlgorithm::Gradient2).with_bounds(1, 25, 25);
-    let adaptive = SemaphoreBulkhead::new("bench-adaptive", &semaphore_config(25))
-        .with_adaptive(Some(&adaptive_config));
+    let adaptive = configured(
+        SemaphoreBulkhead::new("bench-adaptive", &semaphore_config(25)),
+        |c| c.adaptive = Some(adaptive_config),
+    );
     let mut a = 0u64;
     let tokio_sem = tokio::sync::Semaphore::new(25);
     let condvar = CondvarSemaphore::new(25);

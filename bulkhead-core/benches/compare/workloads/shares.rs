@@ -10,7 +10,7 @@ use bulkhead_core::SemaphoreBulkhead;
 
 use crate::alloc;
 use crate::attribute;
-use crate::fixtures::semaphore_config;
+use crate::fixtures::{configured, semaphore_config};
 use crate::harness::{Cell, Row, Settings, Unit, each, find, measure, report};
 use crate::workloads::Workload;
 
@@ -29,11 +29,15 @@ const KEYED: &str = "keyed(&tenant).call (per_key: 5, 1000 tenants)";
 
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let plain = SemaphoreBulkhead::new("bench-plain", &semaphore_config(25));
-    let partitioned = SemaphoreBulkhead::new("bench-partitioned", &semaphore_config(25))
-        .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+    let partitioned = configured(
+        SemaphoreBulkhead::new("bench-partitioned", &semaphore_config(25)),
+        |c| c.partitions = Partitions::new([("live", 0.8), ("batch", 0.2)]),
+    );
     let live = partitioned.partition("live").expect("declared above");
-    let keyed = SemaphoreBulkhead::new("bench-keyed", &semaphore_config(25))
-        .with_per_key(Some(&PerKeyConfig::new(5)));
+    let keyed = configured(
+        SemaphoreBulkhead::new("bench-keyed", &semaphore_config(25)),
+        |c| c.per_key = Some(PerKeyConfig::new(5)),
+    );
     let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
     let (mut a, mut b, mut c, mut d, mut e) = (0u64, 0u64, 0u64, 0usize, 0u64);
     let results = measure(
@@ -83,11 +87,14 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
 /// Resident growth over `KEYS` distinct keys, each admitted and released, against the
 /// same number of plain calls.
 fn memory(rows: &mut Vec<Row>) {
-    let keyed = SemaphoreBulkhead::new("bench-keyed-memory", &semaphore_config(25)).with_per_key(
-        Some(&PerKeyConfig {
-            max_concurrent_calls: 1,
-            max_keys: 1000,
-        }),
+    let keyed = configured(
+        SemaphoreBulkhead::new("bench-keyed-memory", &semaphore_config(25)),
+        |c| {
+            c.per_key = Some(PerKeyConfig {
+                max_concurrent_calls: 1,
+                max_keys: 1000,
+            });
+        },
     );
     let plain = SemaphoreBulkhead::new("bench-plain-memory", &semaphore_config(25));
     for n in 0..1000u64 {

@@ -17,12 +17,15 @@ use crate::shares::{PartitionNamesChanged, PartitionSnapshot, key_id};
 /// cheap to clone, and every clone admits through the same shares.
 ///
 /// ```
-/// use bulkhead::config::{Partitions, SemaphoreConfig};
+/// use bulkhead::config::{BulkheadConfig, Partitions, SemaphoreConfig};
 /// use bulkhead::SemaphoreBulkhead;
 ///
-/// let config = SemaphoreConfig { max_concurrent_calls: 10, ..SemaphoreConfig::default() };
-/// let search = SemaphoreBulkhead::new("search", &config)
-///     .with_partitions(&Partitions::new([("live", 0.8), ("batch", 0.2)]));
+/// let limits = SemaphoreConfig { max_concurrent_calls: 10, ..SemaphoreConfig::default() };
+/// let search = SemaphoreBulkhead::new("search", &limits);
+/// search.configure(&BulkheadConfig {
+///     partitions: Partitions::new([("live", 0.8), ("batch", 0.2)]),
+///     ..BulkheadConfig::semaphore(limits)
+/// }).unwrap();
 /// let batch = search.partition("batch").expect("declared above");
 /// assert_eq!(batch.guaranteed(), 2);
 /// assert_eq!(batch.call(|| "indexed"), Ok("indexed"));
@@ -135,38 +138,22 @@ impl fmt::Debug for Partition {
 
 /// Partitions and per-key caps on the semaphore bulkhead.
 impl SemaphoreBulkhead {
-    /// Divides the limit into `partitions` (see docs/partitions.md in the repository, or
-    /// the crate docs' *Partitions and per-key shares*, for the rules); for building.
-    ///
-    /// Partitions need a fair semaphore (`fair: true`): only then does a permit freed by a
-    /// borrower go to a waiting call of a partition below its share. `bulkheads.yaml` and
-    /// [`Registry::register`](crate::Registry::register) refuse partitions on an unfair
-    /// semaphore; this builder does not check it.
-    /// The names are fixed by the first non-empty set: a later one with other names is
-    /// ignored here (use [`set_partitions`](Self::set_partitions) to see the refusal).
-    #[must_use]
-    pub fn with_partitions(self, partitions: &Partitions) -> Self {
-        // A fresh bulkhead takes any names; see the doc comment for a used one.
-        let _ = self.shares().set_partitions(partitions);
-        self
-    }
-
-    /// Changes the partitions' shares live (a reload).
-    ///
-    /// # Errors
-    ///
-    /// [`PartitionNamesChanged`] when the names differ from the running ones; nothing is
-    /// changed then.
-    pub fn set_partitions(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+    /// Divides the limit into `partitions`, live (`configure`); the names are fixed by the
+    /// first non-empty set. Partitions need a fair semaphore (`fair: true`): only then does
+    /// a permit freed by a borrower go to a waiting call of a partition below its share.
+    pub(crate) fn set_partitions(
+        &self,
+        partitions: &Partitions,
+    ) -> Result<(), PartitionNamesChanged> {
         self.shares().set_partitions(partitions)
     }
 
-    /// Whether [`set_partitions`](Self::set_partitions) would accept `partitions`.
-    ///
-    /// # Errors
-    ///
-    /// As [`set_partitions`](Self::set_partitions).
-    pub fn check_partitions(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
+    /// Whether a reload may set `partitions`: the running names, or none on a bulkhead
+    /// built without partitions (a reload may change the shares only).
+    pub(crate) fn check_partitions(
+        &self,
+        partitions: &Partitions,
+    ) -> Result<(), PartitionNamesChanged> {
         self.shares().check_partitions(partitions)
     }
 
@@ -213,15 +200,8 @@ impl SemaphoreBulkhead {
         self.unpartitioned().key(key)
     }
 
-    /// Caps the calls per key (`None`: no cap); for building.
-    #[must_use]
-    pub fn with_per_key(self, config: Option<&PerKeyConfig>) -> Self {
-        self.set_per_key(config);
-        self
-    }
-
-    /// Changes the per-key cap live (a reload); `None` removes it.
-    pub fn set_per_key(&self, config: Option<&PerKeyConfig>) {
+    /// Changes the per-key cap live (`configure`); `None` removes it.
+    pub(crate) fn set_per_key(&self, config: Option<&PerKeyConfig>) {
         self.shares().set_per_key(config);
     }
 

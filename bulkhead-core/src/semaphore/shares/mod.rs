@@ -47,11 +47,14 @@ impl Host for SemaphoreBulkhead {
 /// [`Partition::admission`](super::Partition::admission), [`Partition::keyed`](super::Partition::keyed).
 ///
 /// ```
-/// use bulkhead::config::{PerKeyConfig, SemaphoreConfig};
+/// use bulkhead::config::{BulkheadConfig, PerKeyConfig, SemaphoreConfig};
 /// use bulkhead::{BulkheadError, SemaphoreBulkhead};
 ///
-/// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default())
-///     .with_per_key(Some(&PerKeyConfig::new(1)));
+/// let search = SemaphoreBulkhead::new("search", &SemaphoreConfig::default());
+/// search.configure(&BulkheadConfig {
+///     per_key: Some(PerKeyConfig::new(1)),
+///     ..BulkheadConfig::semaphore(SemaphoreConfig::default())
+/// }).unwrap();
 /// let held = search.keyed("tenant-a").try_acquire().unwrap();
 /// // tenant-a holds its one call; tenant-b is admitted.
 /// std::thread::scope(|s| {
