@@ -51,7 +51,7 @@ impl Simulation {
             ..SemaphoreConfig::default()
         };
         let bulkhead = SemaphoreBulkhead::with_clock("dependency", &config, clock.clone())
-            .with_policies(|c| c.adaptive = Some(adaptive.clone()));
+            .with_policies(|c| c.adaptive = Some(adaptive));
         Simulation {
             clock,
             bulkhead,
@@ -239,7 +239,7 @@ fn a_pools_adaptive_limit_caps_its_threads_and_keeps_its_queue() {
     adaptive.backoff_ratio = Some(0.5);
     let clock = ManualClock::new();
     let pool = ThreadPoolBulkhead::with_clock("pool", &config, Arc::new(clock.clone()))
-        .with_policies(|c| c.adaptive = Some(adaptive.clone()));
+        .with_policies(|c| c.adaptive = Some(adaptive));
     let snapshot = pool.snapshot();
     assert_eq!((snapshot.limit, snapshot.queue_capacity), (2, Some(7)));
     // Each call takes 1 ms of the dependency's time: slow enough for every call to be timed.
@@ -284,7 +284,7 @@ fn drop_counting(clock: &Arc<ManualClock>) -> SemaphoreBulkhead {
     let mut adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 8, 8);
     adaptive.backoff_ratio = Some(0.5);
     SemaphoreBulkhead::with_clock("drops", &config, clock.clone())
-        .with_policies(|c| c.adaptive = Some(adaptive.clone()))
+        .with_policies(|c| c.adaptive = Some(adaptive))
 }
 
 #[test]

@@ -272,7 +272,7 @@ fn adaptive_one_call_from_a_change(
     let mut adaptive =
         AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, initial, declared);
     adaptive.backoff_ratio = Some(backoff);
-    let b = bulkhead(declared, clock).with_policies(|c| c.adaptive = Some(adaptive.clone()));
+    let b = bulkhead(declared, clock).with_policies(|c| c.adaptive = Some(adaptive));
     for _ in 1..MIN_WINDOW {
         drop(block_on(b.acquire_async()).unwrap());
     }

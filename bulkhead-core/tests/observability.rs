@@ -228,7 +228,7 @@ fn an_adaptive_semaphore_records_its_limit_on_the_call_span_and_logs_changes_at_
     let mut adaptive = AdaptiveConfig::new(AdaptiveAlgorithm::Aimd).with_bounds(1, 6, 6);
     adaptive.backoff_ratio = Some(0.5);
     let quotes = SemaphoreBulkhead::new("obs-adaptive", &semaphore_config(6, 0))
-        .with_policies(|c| c.adaptive = Some(adaptive.clone()));
+        .with_policies(|c| c.adaptive = Some(adaptive));
     let changes = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&changes);
     let _listening =
