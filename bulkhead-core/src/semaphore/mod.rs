@@ -299,8 +299,8 @@ impl SemaphoreBulkhead {
     /// any point releases what it held; an admitted call dropped before `body` finished is
     /// counted `cancelled`.
     ///
-    /// With a call timeout set ([`with_call_timeout`](Self::with_call_timeout), `timeout`
-    /// in the config), a body still running at the deadline (measured on the bulkhead's
+    /// With a call timeout set (`timeout` in the config, or through
+    /// [`configure`](Self::configure)), a body still running at the deadline (measured on the bulkhead's
     /// clock from when the permit was taken) is dropped, its permit returned at once, and
     /// the call fails with [`BulkheadError::CallTimeout`] (counted `timed_out` and
     /// `cancelled`).
