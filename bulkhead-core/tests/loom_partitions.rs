@@ -14,6 +14,8 @@ use loom::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 #[path = "support/loom_model.rs"]
 #[allow(dead_code)] // this model does not fire the clock
 mod loom_model;
+#[path = "support/policies.rs"]
+mod policies;
 
 use loom_model::{ModelClock, block_on, model};
 use policies::WithPolicies;
