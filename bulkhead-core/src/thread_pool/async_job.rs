@@ -86,8 +86,9 @@ pub(crate) struct AsyncTask<I, F, Out> {
     outcome: UnsafeCell<Option<Outcome<I, Out>>>,
     /// The waker of the caller's last pending poll.
     waker: AtomicWaker,
-    /// The caller's span and propagated context, entered on the worker around the body.
-    context: CapturedContext,
+    /// The caller's span and propagated context, entered on the worker around the body
+    /// (`None`: nothing to carry, so nothing is entered).
+    context: Option<CapturedContext>,
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
 }
@@ -127,7 +128,7 @@ where
             payload: UnsafeCell::new(Some((input, body))),
             outcome: UnsafeCell::new(None),
             waker: AtomicWaker::default(),
-            context: CapturedContext::capture(),
+            context: CapturedContext::capture_if_any(),
             #[cfg(feature = "tokio")]
             runtime: tokio::runtime::Handle::try_current().ok(),
         });
@@ -282,7 +283,7 @@ where
             return CallOutcome::Cancelled;
         };
         let result = {
-            let _context = self.context.enter();
+            let _context = self.context.as_ref().map(CapturedContext::enter);
             #[cfg(feature = "tokio")]
             let _runtime = self.runtime.as_ref().map(|handle| handle.enter());
             catch_unwind(AssertUnwindSafe(move || {
