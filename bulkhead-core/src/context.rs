@@ -155,6 +155,19 @@ impl CapturedContext {
         }
     }
 
+    /// [`capture`](Self::capture), or `None` when there is nothing to carry: no span is
+    /// current (or none can be: no subscriber was ever set) and no propagator captured a
+    /// value. A pool's task then enters nothing on the worker and drops nothing after.
+    #[inline]
+    pub(crate) fn capture_if_any() -> Option<Self> {
+        let span = current_span();
+        let values = capture_values();
+        if span.is_none() && values.is_none() {
+            return None;
+        }
+        Some(CapturedContext { span, values })
+    }
+
     /// The captured span.
     pub fn span(&self) -> &tracing::Span {
         &self.span

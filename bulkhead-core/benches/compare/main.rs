@@ -97,14 +97,22 @@ fn main() {
     // workload added them.
     rows.sort_by_key(|r| r.workload);
 
-    println!("{header}; at end: {}", load_average());
-    println!(
-        "method: {} interleaved rounds; each figure the median of its rounds; ratio = ours / peer (lower is better), the median of the per-round ratios (range over the rounds); run took {:.0?}\n",
-        harness::SAMPLES,
+    let run = format!(
+        "{header}; at end: {}; commit {}; run took {:.0?}",
+        load_average(),
+        commit(),
         started.elapsed()
     );
+    println!("{run}");
+    println!(
+        "method: {} interleaved rounds; each figure the median of its rounds; ratio = ours / peer (lower is better), the median of the per-round ratios (range over the rounds)\n",
+        harness::SAMPLES,
+    );
     println!("{}", harness::render_table(&rows));
-    println!("Headline (rows with a target; paste into docs/benchmarks.md):\n");
+    // Self-contained for docs/benchmarks.md's "Latest runs": the run's date, load and
+    // commit, then its headline rows (the range of each ratio shows the regimes it saw).
+    println!("Headline (rows with a target; paste into docs/benchmarks.md, \"Latest runs\"):\n");
+    println!("Run of {run}.\n");
     println!("{}", harness::render_headline(&rows));
 }
 
@@ -133,6 +141,26 @@ fn machine() -> String {
         output("rustc", "-V"),
         load_average()
     )
+}
+
+/// The checkout's commit as the bench runs (its short hash, `+dirty` with uncommitted
+/// changes to tracked files), or "unknown" outside a git checkout.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let Some(hash) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty { format!("{hash}+dirty") } else { hash }
 }
 
 /// The 1, 5 and 15 minute load averages.

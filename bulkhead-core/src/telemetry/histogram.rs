@@ -70,7 +70,12 @@ impl Histogram {
     #[inline]
     pub(crate) fn record(&self, duration: Duration) {
         let nanos = duration_nanos(duration);
-        let slot = BOUNDS_NANOS.partition_point(|&bound| bound < nanos);
+        // The lowest bucket first: where a pool that keeps up puts nearly every task.
+        let slot = if nanos <= BOUNDS_NANOS[0] {
+            0
+        } else {
+            BOUNDS_NANOS.partition_point(|&bound| bound < nanos)
+        };
         self.counts[slot].fetch_add(1, Relaxed);
         self.sum_nanos.fetch_add(nanos, Relaxed);
     }

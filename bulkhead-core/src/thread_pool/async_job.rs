@@ -86,8 +86,9 @@ pub(crate) struct AsyncTask<I, F, Out> {
     outcome: UnsafeCell<Option<Outcome<I, Out>>>,
     /// The waker of the caller's last pending poll.
     waker: AtomicWaker,
-    /// The caller's span and propagated context, entered on the worker around the body.
-    context: CapturedContext,
+    /// The caller's span and propagated context, entered on the worker around the body
+    /// (`None`: nothing to carry, so nothing is entered).
+    context: Option<CapturedContext>,
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
 }
@@ -127,7 +128,7 @@ where
             payload: UnsafeCell::new(Some((input, body))),
             outcome: UnsafeCell::new(None),
             waker: AtomicWaker::default(),
-            context: CapturedContext::capture(),
+            context: CapturedContext::capture_if_any(),
             #[cfg(feature = "tokio")]
             runtime: tokio::runtime::Handle::try_current().ok(),
         });
@@ -262,6 +263,22 @@ impl WakerId {
     }
 }
 
+/// Runs a body's future to completion on this thread. The first poll is made with a waker
+/// that does nothing, outside any executor: a body that is ready at once (no await that
+/// waits) costs no executor set-up. A body still pending after it is polled again by
+/// `block_on` with a waker of its own, as the `Future` contract allows (a future that
+/// returned `Pending` registers the waker of its latest poll), so no wake-up is lost.
+fn run_to_completion<Fut: std::future::Future>(future: Fut) -> Fut::Output {
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(value) => value,
+        Poll::Pending => futures_executor::block_on(future),
+    }
+}
+
 #[cold]
 fn outcome_lost() -> ! {
     // The caller takes the outcome once, and stops polling after it.
@@ -282,12 +299,10 @@ where
             return CallOutcome::Cancelled;
         };
         let result = {
-            let _context = self.context.enter();
+            let _context = self.context.as_ref().map(CapturedContext::enter);
             #[cfg(feature = "tokio")]
             let _runtime = self.runtime.as_ref().map(|handle| handle.enter());
-            catch_unwind(AssertUnwindSafe(move || {
-                futures_executor::block_on(body(input))
-            }))
+            catch_unwind(AssertUnwindSafe(move || run_to_completion(body(input))))
         };
         // A timed body cut at its deadline (`thread_pool::timed`) was dropped, not finished.
         let cut = crate::call_timeout::take_cut();
@@ -337,6 +352,7 @@ impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use std::future::Future;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::task::{Context, Poll, Wake, Waker};
@@ -349,6 +365,39 @@ mod tests {
     impl Wake for CountingWaker {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    /// The worker's first poll uses a waker that does nothing: a body still pending then is
+    /// polled again by the executor, and a wake-up sent later through the waker of that
+    /// poll (here from another thread, once the body is waiting) finishes it.
+    #[test]
+    fn a_body_pending_at_its_first_poll_finishes_when_woken_later() {
+        let (tx, rx) = futures_channel::oneshot::channel::<i32>();
+        let (waiting_tx, waiting_rx) = std::sync::mpsc::channel();
+        let mut rx = Some(rx);
+        let (job, task) = AsyncTask::job(1, move |n: i32| {
+            // Pending at the first poll: nothing is sent before it says it waits.
+            std::future::poll_fn(move |cx| {
+                let polled = std::pin::Pin::new(rx.as_mut().expect("not done")).poll(cx);
+                if polled.is_pending() {
+                    let _ = waiting_tx.send(());
+                }
+                polled.map(|sent| n + sent.expect("sent"))
+            })
+        });
+        let sender = std::thread::spawn(move || {
+            // The body has polled the oneshot and found it empty.
+            waiting_rx.recv().unwrap();
+            tx.send(41).unwrap();
+        });
+        assert_eq!(job.run(), crate::events::CallOutcome::Completed);
+        sender.join().unwrap();
+        job.deliver();
+        let mut left = None;
+        match task.poll_outcome(&mut Context::from_waker(Waker::noop()), &mut left) {
+            Poll::Ready(Outcome::Ran(value)) => assert_eq!(value, 42),
+            _ => panic!("the body finished and its outcome was delivered"),
         }
     }
 

@@ -151,8 +151,9 @@ struct SyncTask<I, F, R> {
     /// Written by the winner of the claim before `DONE`; read by the caller after it.
     outcome: UnsafeCell<Option<Outcome<I, R>>>,
     caller: Thread,
-    /// The caller's span and propagated context, entered on the worker around the body.
-    context: CapturedContext,
+    /// The caller's span and propagated context, entered on the worker around the body
+    /// (`None`: nothing to carry, so nothing is entered).
+    context: Option<CapturedContext>,
 }
 
 /// Nobody has run or failed the job yet: the payload is in place.
@@ -215,7 +216,7 @@ where
             return CallOutcome::Cancelled;
         };
         let result = {
-            let _context = self.context.enter();
+            let _context = self.context.as_ref().map(CapturedContext::enter);
             catch_unwind(AssertUnwindSafe(move || body(input)))
         };
         match result {
@@ -335,7 +336,7 @@ where
         payload: UnsafeCell::new(Some((input, body))),
         outcome: UnsafeCell::new(None),
         caller: std::thread::current(),
-        context: CapturedContext::capture(),
+        context: CapturedContext::capture_if_any(),
     });
     // Safety fact 1: the guard exists before the pool can see the job.
     let waiter = WaitForDone(&*task);

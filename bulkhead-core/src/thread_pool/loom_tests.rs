@@ -203,17 +203,18 @@ fn a_room_waiter_that_gives_up_passes_its_wake_up_on() {
 }
 
 /// `call` on a thread of its own while another fires the clock and this one plays the
-/// worker until the call is answered; the answer.
+/// worker until the call is answered; the answer. `call` is also handed the flag set once
+/// it is answered (set right after it returns), for a body that checks it never runs late.
 fn answered_while_the_clock_fires<R: Send + 'static>(
     pool: &ThreadPoolBulkhead,
     clock: &ModelClock,
-    call: impl FnOnce(&ThreadPoolBulkhead) -> R + Send + 'static,
+    call: impl FnOnce(&ThreadPoolBulkhead, std::sync::Arc<AtomicBool>) -> R + Send + 'static,
 ) -> R {
     let answered = std::sync::Arc::new(AtomicBool::new(false));
     let caller = loom::thread::spawn({
         let (pool, answered) = (pool.clone(), answered.clone());
         move || {
-            let result = call(&pool);
+            let result = call(&pool, answered.clone());
             answered.store(true, SeqCst);
             result
         }
@@ -238,7 +239,7 @@ fn a_room_wait_timing_out_racing_a_freed_slot_is_answered_once() {
         let pool = pool(1, 1, wait(100), &clock);
         take_the_slot(&pool);
         let answer =
-            answered_while_the_clock_fires(&pool, &clock, |pool| block_on(submit(pool, 2)));
+            answered_while_the_clock_fires(&pool, &clock, |pool, _| block_on(submit(pool, 2)));
         match answer {
             Ok(n) => assert_eq!(n, 2),
             Err(Refused { input, error }) => {
@@ -461,34 +462,20 @@ fn a_queued_task_withdrawn_at_its_deadline_racing_a_worker_runs_or_fails_once() 
         pool.shared().store_max_queue_wait(&config);
         pool.shared().lock_state().policy = super::queue::QueuePolicy::from_config(&config);
         let ran = std::sync::Arc::new(AtomicBool::new(false));
-        let answered = std::sync::Arc::new(AtomicBool::new(false));
-        let caller = loom::thread::spawn({
-            let (pool, ran, answered) = (pool.clone(), ran.clone(), answered.clone());
-            let seen = answered.clone();
-            move || {
-                let result = block_on(pool.call_async(3u32, move |n| async move {
+        let answer = answered_while_the_clock_fires(&pool, &clock, {
+            let ran = ran.clone();
+            move |pool, seen| {
+                block_on(pool.call_async(3u32, move |n| async move {
                     assert!(
                         !seen.load(SeqCst),
                         "the body ran after its caller was answered"
                     );
                     ran.store(true, SeqCst);
                     n
-                }));
-                answered.store(true, SeqCst);
-                result
+                }))
             }
         });
-        let timer = loom::thread::spawn({
-            let clock = clock.clone();
-            move || clock.fire()
-        });
-        while !answered.load(SeqCst) {
-            if !work_one(&pool) {
-                loom::thread::yield_now();
-            }
-        }
-        timer.join().unwrap();
-        match caller.join().unwrap() {
+        match answer {
             Ok(n) => {
                 assert_eq!(n, 3);
                 assert!(ran.load(SeqCst));

@@ -69,9 +69,9 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let plain = find(&results, PLAIN);
     let attribute_plain = find(&results, ATTRIBUTE_PLAIN);
     for (name, peer, target) in [
-        (PARTITIONED, plain, "≤ 1.5×"),
-        (ATTRIBUTE_PARTITIONED, attribute_plain, "≤ 1.5×"),
-        (KEYED, plain, "≤ 2.5×"),
+        (PARTITIONED, plain, "≤ 1.3×"),
+        (ATTRIBUTE_PARTITIONED, attribute_plain, "≤ 1.3×"),
+        (KEYED, plain, "≤ 2.0×"),
     ] {
         rows.push(Row {
             workload: Workload::Shares,
