@@ -507,9 +507,11 @@ fn a_running_call_keeps_its_lease_past_lease_ttl() {
 /// while Redis is killed (after 1.5s) and restarted empty (after 2.5s), for each
 /// `on_store_error`. The most calls running at once in each phase are printed (the
 /// figures the docs quote) and held to the documented bounds: `refuse` never above the
-/// limit; `local` at most `limit + replicas × share` while leased calls drain or unleased
-/// ones are registered, the limit again once Redis has been back a heartbeat; `allow` is
-/// unbounded while Redis is down and back to the limit after it returns.
+/// limit; `local` at most `limit + replicas × share` while the calls leased before the
+/// kill drain, and the limit from the return on (each process keeps within its share for
+/// a while after Redis answers again, so those still deciding on their own and those
+/// back on Redis never add up past it); `allow` is unbounded while Redis is down and back
+/// to the limit after it returns.
 #[test]
 fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
     let _serial = serial();
@@ -565,7 +567,7 @@ fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
         assert!(most[3] <= 12, "{mode}: after the return: {most:?}");
         match mode {
             "refuse" => assert!(most.iter().all(|m| *m <= 12), "{mode}: {most:?}"),
-            "local" => assert!(most.iter().all(|m| *m <= 12 + 3 * 4), "{mode}: {most:?}"),
+            "local" => assert!(most[1] <= 12 + 3 * 4 && most[2] <= 12, "{mode}: {most:?}"),
             _ => {}
         }
     }
