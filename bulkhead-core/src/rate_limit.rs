@@ -38,6 +38,10 @@
 //!    In a period in which this process admitted calls on its own, a Redis admission also
 //!    takes a local permission first (given back if Redis refuses), so the process's
 //!    total for that period stays within its share whichever way each call was decided.
+//!    So does every period for a while after Redis answers again (`RETURN_WINDOW` in
+//!    `rate_limit/cluster.rs`): the other processes may still be backing off and deciding
+//!    on their shares, and Redis, knowing nothing of their calls yet, would otherwise
+//!    give the whole limit to the processes back.
 //!
 //! Known limit: the cycle number is kept modulo 2³², so a limiter idle for 2³² periods
 //! (50 days at 1 ms) may refill one cycle late.
@@ -422,8 +426,11 @@ impl RateLimiter {
     fn reserve_clustered(&self, cluster: &Cluster, timeout: Duration) -> RateAdmission {
         let now = || self.clock.now();
         let cycle = self.elapsed_nanos() / self.period_nanos.load(Acquire).max(1);
-        // A period this process already counted on its own: its share bounds it.
-        let shared_period = self.fallback_cycle.load(Acquire) == cycle + 1;
+        // A period this process already counted on its own, or one soon after Redis came
+        // back (others may still be deciding on their shares): its share bounds it.
+        let local = cluster.on_error == OnStoreError::Local;
+        let shared_period = self.fallback_cycle.load(Acquire) == cycle + 1
+            || (local && cluster.store.returned_recently(now()));
         if shared_period
             && let refused @ RateAdmission::Refused { .. } = self.reserve_local(Duration::ZERO)
         {
@@ -435,7 +442,16 @@ impl RateLimiter {
             .reserve(cluster.limit, cluster.period, timeout, report, &now)
         {
             Ok(decision) => {
-                if !shared_period {
+                let admitted = !matches!(decision.admission, RateAdmission::Refused { .. });
+                if !shared_period && local && decision.returned && admitted {
+                    // The first answer after a failure opens the return window: this
+                    // admission takes a local permission too (Redis's is left unused).
+                    if let refused @ RateAdmission::Refused { .. } =
+                        self.reserve_local(Duration::ZERO)
+                    {
+                        return refused;
+                    }
+                } else if !shared_period {
                     self.charge_local(decision, cluster.replicas);
                 } else if matches!(decision.admission, RateAdmission::Refused { .. }) {
                     self.refund_local(cycle);

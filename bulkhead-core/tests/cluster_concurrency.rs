@@ -30,7 +30,7 @@ use bulkhead_core::{
     system_clock,
 };
 
-use redis_support::{Fake, Server, Warnings, fake_server};
+use redis_support::{Server, every_fault};
 use support::semaphore;
 
 /// A semaphore of `limit` permits whose limit is the cluster's, with leases in `url`.
@@ -507,9 +507,11 @@ fn a_running_call_keeps_its_lease_past_lease_ttl() {
 /// while Redis is killed (after 1.5s) and restarted empty (after 2.5s), for each
 /// `on_store_error`. The most calls running at once in each phase are printed (the
 /// figures the docs quote) and held to the documented bounds: `refuse` never above the
-/// limit; `local` at most `limit + replicas × share` while leased calls drain or unleased
-/// ones are registered, the limit again once Redis has been back a heartbeat; `allow` is
-/// unbounded while Redis is down and back to the limit after it returns.
+/// limit; `local` at most `limit + replicas × share` while the calls leased before the
+/// kill drain, and the limit from the return on (each process keeps within its share for
+/// a while after Redis answers again, so those still deciding on their own and those
+/// back on Redis never add up past it); `allow` is unbounded while Redis is down and back
+/// to the limit after it returns.
 #[test]
 fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
     let _serial = serial();
@@ -565,72 +567,37 @@ fn a_redis_kill_and_return_stay_within_the_bound_for_each_on_store_error() {
         assert!(most[3] <= 12, "{mode}: after the return: {most:?}");
         match mode {
             "refuse" => assert!(most.iter().all(|m| *m <= 12), "{mode}: {most:?}"),
-            "local" => assert!(most.iter().all(|m| *m <= 12 + 3 * 4), "{mode}: {most:?}"),
+            "local" => assert!(most[1] <= 12 + 3 * 4 && most[2] <= 12, "{mode}: {most:?}"),
             _ => {}
         }
     }
 }
 
 /// Every fault a server can show, on the lease path: no decision waits longer than
-/// `response_timeout` (200ms) of wall-clock time end to end, checked with a generous
-/// 800ms on top for a loaded machine; each is a store error (`refuse`: the fake answers
-/// would admit) and the warning says what happened. The slowest decision of each fault is
-/// printed (the figures the docs quote).
+/// `response_timeout` (200ms) of wall-clock time end to end; each is a store error
+/// (`refuse`: the fake answers would admit) and the warning says what happened (see
+/// `redis_support::every_fault`).
 #[test]
 fn no_lease_decision_waits_past_response_timeout_whatever_the_server_does() {
     let _serial = serial();
-    use tracing_subscriber::layer::SubscriberExt as _;
-
     let budget = StdDuration::from_millis(200);
-    let cases = [
-        (Fake::Silent, "no answer from Redis within 200ms"),
-        (Fake::Dribbling, "no answer from Redis within 200ms"),
-        (Fake::Garbage, "did not answer in the Redis protocol"),
-        (Fake::Endless, "did not answer in the Redis protocol"),
-        (Fake::SlowHandshake, "no answer from Redis within 200ms"),
-    ];
-    for (fake, said) in cases {
-        let port = fake_server(fake);
-        let url = match fake {
-            Fake::SlowHandshake => format!("redis://:secret@127.0.0.1:{port}/3"),
-            _ => format!("redis://127.0.0.1:{port}/"),
-        };
-        let warnings = Warnings::default();
-        let subscriber = tracing_subscriber::registry().with(warnings.clone());
-        let slowest = tracing::subscriber::with_default(subscriber, || {
-            let b = build(&config(&url, PREFIX, 10, OnStoreError::Refuse));
-            let mut slowest = StdDuration::ZERO;
-            for _ in 0..3 {
-                let start = Instant::now();
-                let result = b.call(|| ());
-                slowest = slowest.max(start.elapsed());
-                assert!(
-                    matches!(result, Err(BulkheadError::Full { .. })),
-                    "{fake:?}: a store error refuses, got {result:?}"
-                );
-                // Past the reconnect delay (100ms, then 200ms): the next call asks again.
-                std::thread::sleep(StdDuration::from_millis(450));
-            }
-            assert!(leases(&b).store_errors >= 3, "{fake:?}");
-            slowest
-        });
-        let _ = writeln!(
-            std::io::stderr(),
-            "leases, {fake:?}: slowest decision {slowest:?} for a response_timeout of {budget:?}"
-        );
-        assert!(
-            slowest <= budget + StdDuration::from_millis(800),
-            "{fake:?}: a decision took {slowest:?} for a response_timeout of {budget:?}"
-        );
-        let warnings = warnings.0.lock().unwrap().clone();
-        assert!(
-            warnings
-                .iter()
-                .any(|w| w.contains(said) && w.contains("concurrency limit"))
-                && !warnings.iter().any(|w| w.contains("secret")),
-            "{fake:?}: the warning says `{said}` (and never the password): {warnings:?}"
-        );
-    }
+    every_fault("concurrency limit", budget, |fake, url| {
+        let b = build(&config(url, PREFIX, 10, OnStoreError::Refuse));
+        let mut slowest = StdDuration::ZERO;
+        for _ in 0..3 {
+            let start = Instant::now();
+            let result = b.call(|| ());
+            slowest = slowest.max(start.elapsed());
+            assert!(
+                matches!(result, Err(BulkheadError::Full { .. })),
+                "{fake:?}: a store error refuses, got {result:?}"
+            );
+            // Past the reconnect delay (100ms, then 200ms): the next call asks again.
+            std::thread::sleep(StdDuration::from_millis(450));
+        }
+        assert!(leases(&b).store_errors >= 3, "{fake:?}");
+        slowest
+    });
 }
 
 /// A paused (`CLIENT PAUSE`) or sleeping (`DEBUG SLEEP`) Redis costs a lease decision one

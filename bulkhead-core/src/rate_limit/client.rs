@@ -226,13 +226,13 @@ mod with_redis {
     }
 
     impl Connection {
-        /// Runs `script` on `key` with `args`, by `deadline`; its answer is a list of
+        /// Runs `script` on `key` with `args` (numbers or words), by `deadline`; its answer is a list of
         /// integers (as numbers or decimal strings).
-        pub(crate) fn eval(
+        pub(crate) fn eval<A: redis::ToRedisArgs>(
             &mut self,
             script: &Script,
             key: &str,
-            args: &[i64],
+            args: &[A],
             deadline: Instant,
         ) -> Result<Vec<i64>, Failure> {
             let command = |name: &str, body: &str| {
@@ -372,11 +372,11 @@ mod without_redis {
     }
 
     impl Connection {
-        pub(crate) fn eval(
+        pub(crate) fn eval<A>(
             &mut self,
             _: &Script,
             _: &str,
-            _: &[i64],
+            _: &[A],
             _: Instant,
         ) -> Result<Vec<i64>, Failure> {
             match *self {}

@@ -23,6 +23,11 @@
 //! period with its next request, and the script subtracts it before deciding (`ARGV[4]`,
 //! for the period `ARGV[5]`; a count for another period is ignored).
 //!
+//! The processes do not see Redis return at the same instant: each probes after its own
+//! reconnect delay. For [`RETURN_WINDOW`] after its first answer, a process in `local`
+//! mode therefore keeps within its share even for calls Redis admits, so those back and
+//! those still on their own never add up past the sum of the shares.
+//!
 //! Why this and not GCRA or a sliding window: switching `scope` changes *who* counts, not
 //! *what* is counted, so a config means the same on one process or on fifty, the local
 //! limiter's tests describe both, and "N per period" can be checked period by period.
@@ -128,28 +133,18 @@ return {admitted, string.format('%.0f', wait), string.format('%.0f', permissions
 
 static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SCRIPT));
 
-/// The health check of a rate limit: `{1}` when the limit's key is free or the limit's
-/// hash, `{0}` when it holds another type. Writes nothing.
+/// The health check of a limit's key: `{1}` when it is free or holds the type `ARGV[1]`
+/// (`hash` for a rate limit, `zset` for a concurrency limit's leases), `{0}` when it holds
+/// another type. Writes nothing.
 const CHECK_SCRIPT: &str = r"
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind == 'none' or kind == 'hash' then
+if kind == 'none' or kind == ARGV[1] then
   return {1}
 end
 return {0}
 ";
 
 static CHECK: LazyLock<Script> = LazyLock::new(|| Script::new(CHECK_SCRIPT));
-
-/// The health check of a concurrency limit's leases: as [`CHECK_SCRIPT`], for a sorted set.
-const CHECK_LEASES_SCRIPT: &str = r"
-local kind = redis.call('TYPE', KEYS[1]).ok
-if kind == 'none' or kind == 'zset' then
-  return {1}
-end
-return {0}
-";
-
-static CHECK_LEASES: LazyLock<Script> = LazyLock::new(|| Script::new(CHECK_LEASES_SCRIPT));
 
 /// What a store counts: a rate limit (a hash) or a concurrency limit's leases (a sorted set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,12 +153,28 @@ pub(crate) enum Purpose {
     Leases,
 }
 
+impl Purpose {
+    /// The type of Redis value its key holds, as `TYPE` names it.
+    fn kind(self) -> &'static str {
+        match self {
+            Purpose::RateLimit => "hash",
+            Purpose::Leases => "zset",
+        }
+    }
+}
+
 /// Idle connections kept for reuse per store.
 pub(crate) const MAX_IDLE: usize = 32;
 /// The reconnect delay after a first failure; it doubles per consecutive failure.
 pub(crate) const FIRST_DELAY: Duration = Duration::from_millis(100);
 /// The longest reconnect delay.
 pub(crate) const MAX_DELAY: Duration = Duration::from_secs(5);
+/// How long after Redis answers again (after a failure) a process keeps within its
+/// `on_store_error: local` share: the longest reconnect delay, by when every process that
+/// lost Redis with it has probed again. Until then some may still be deciding on their
+/// own shares while Redis, knowing nothing of them, would give the whole limit to those
+/// back; with every process within its share, the cluster stays within the sum of shares.
+pub(crate) const RETURN_WINDOW: Duration = MAX_DELAY;
 /// At most one store-error warning per this long per store (with the count since the last).
 pub(crate) const LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -202,6 +213,8 @@ pub(crate) struct Decision {
     pub(crate) admission: RateAdmission,
     /// Permissions the current period has left after it (negative: reserved ahead).
     pub(crate) left: i64,
+    /// This answer was the first after a failure (Redis is back).
+    pub(crate) returned: bool,
 }
 
 /// One cluster-wide limit's store: a Redis client, its idle connections and its health.
@@ -223,6 +236,8 @@ struct Health {
     delay: Duration,
     /// A caller is finding out whether Redis is back.
     probing: bool,
+    /// When Redis last answered after a failure (see [`RETURN_WINDOW`]).
+    returned_at: Option<Instant>,
 }
 
 /// Bounds the store-error warnings.
@@ -263,6 +278,7 @@ impl ClusterStore {
                 retry_at: None,
                 delay: FIRST_DELAY,
                 probing: false,
+                returned_at: None,
             }),
             log: Mutex::new(LogGate {
                 last: None,
@@ -294,6 +310,7 @@ impl ClusterStore {
             i64::from(report.count),
             i64::try_from(report.cycle).unwrap_or(i64::MAX),
         ];
+        let failing = self.is_failing();
         let answer = self.call(&RATE_SCRIPT, &args, 3, now)?;
         let [admitted, wait, left] = answer[..] else {
             unreachable!("call checked the length")
@@ -308,7 +325,11 @@ impl ClusterStore {
         } else {
             RateAdmission::WaitUntil(now() + wait)
         };
-        Ok(Decision { admission, left })
+        Ok(Decision {
+            admission,
+            left,
+            returned: failing,
+        })
     }
 
     /// Runs `script` on the store's key with `args`, expecting `len` numbers back: one
@@ -344,7 +365,9 @@ impl ClusterStore {
         }
         match answer {
             Ok(answer) => {
-                health.retry_at = None;
+                if health.retry_at.take().is_some() {
+                    health.returned_at = Some(now());
+                }
                 health.delay = FIRST_DELAY;
                 Ok(answer)
             }
@@ -369,6 +392,25 @@ impl ClusterStore {
         self.health.lock().retry_at.is_some()
     }
 
+    /// Whether the store backs off now, and whether Redis answered again after a failure
+    /// less than [`RETURN_WINDOW`] ago (then a process in `on_store_error: local` keeps
+    /// within its share); one lock for both.
+    pub(crate) fn transition(&self, now: Instant) -> (bool, bool) {
+        let health = self.health.lock();
+        let returned = health
+            .returned_at
+            .is_some_and(|at| now.saturating_duration_since(at) < RETURN_WINDOW);
+        (health.retry_at.is_some(), returned)
+    }
+
+    /// True for [`RETURN_WINDOW`] after Redis answered again after a failure.
+    pub(crate) fn returned_recently(&self, now: Instant) -> bool {
+        self.health
+            .lock()
+            .returned_at
+            .is_some_and(|at| now.saturating_duration_since(at) < RETURN_WINDOW)
+    }
+
     /// Asks Redis once, within `response_timeout`, whether this limit can be counted: the
     /// server answers and the key is free or the limit's own.
     ///
@@ -382,11 +424,7 @@ impl ClusterStore {
         let answer = client
             .connect(deadline)
             .and_then(|mut connection| {
-                let check = match self.purpose {
-                    Purpose::RateLimit => &*CHECK,
-                    Purpose::Leases => &*CHECK_LEASES,
-                };
-                connection.eval(check, &self.key, &[], deadline)
+                connection.eval(&CHECK, &self.key, &[self.purpose.kind()], deadline)
             })
             .map_err(|f| self.explain(client, &f, budget))?;
         match answer[..] {

@@ -42,7 +42,11 @@
 //! `on_store_error`: `local` runs it if this process runs fewer than
 //! `max_concurrent_calls / replicas` (rounded up) calls in all, `allow` runs it, `refuse`
 //! refuses it. While the store backs off, idle leases are not reused (they may have
-//! expired), so a process's total sinks to its share as its leased calls end.
+//! expired), so a process's total sinks to its share as its leased calls end. While it
+//! backs off and for `RETURN_WINDOW` after Redis answers again, a `local` process admits
+//! no call, leased or not, beyond its share (calls on their way to Redis counted too,
+//! `acquiring`): the processes still backing off run their shares without Redis knowing,
+//! and Redis would otherwise give the whole limit to those back.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
@@ -151,6 +155,16 @@ struct Books {
     /// Idle leases Redis may have lost (a request failed since they went idle: it may
     /// have restarted empty, or they may have expired): released, never reused.
     stale: Vec<i64>,
+    /// Calls asking Redis for a lease while the store is in transition (see
+    /// [`LeaseSet::begin`]): counted against the share before Redis answers.
+    acquiring: usize,
+}
+
+impl Books {
+    /// The calls of this process running or about to, with or without leases.
+    fn running(&self) -> usize {
+        self.held.len() + self.pending.len() + self.acquiring
+    }
 }
 
 /// A cluster-wide concurrency limit's state: its leases and what they did.
@@ -319,27 +333,54 @@ impl LeaseSet {
         self.config.lease_ttl.as_std() / 3
     }
 
+    fn share(&self) -> usize {
+        self.config.store.local_share(self.limit.load(Relaxed)) as usize
+    }
+
     /// Takes a lease for a call: an idle one, or a new one from Redis; `false` refuses.
+    ///
+    /// With `on_store_error: local`, while the store backs off and for a while after Redis
+    /// answers again (`RETURN_WINDOW`), the process also keeps within its share, leases
+    /// or not: some processes may still be running calls on their shares that Redis does
+    /// not know of, and Redis would give the whole limit to those back.
     fn begin(self: &Arc<Self>) -> bool {
-        let failing = self.store.is_failing();
-        if !failing {
-            let mut books = self.books.lock();
-            if let Some(id) = books.idle.pop() {
-                books.held.push(id);
-                return true;
+        let (failing, returned) = self.store.transition(self.clock.now());
+        let bounded = (failing || returned)
+            && matches!(self.config.store.on_store_error, OnStoreError::Local);
+        let mut books = self.books.lock();
+        if bounded {
+            if books.running() >= self.share() {
+                drop(books);
+                self.counters.refused.fetch_add(1, Relaxed);
+                return false;
             }
+            books.acquiring += 1;
         }
+        if !failing && let Some(id) = books.idle.pop() {
+            books.acquiring -= usize::from(bounded);
+            books.held.push(id);
+            return true;
+        }
+        drop(books);
+        self.acquire(failing, usize::from(bounded))
+    }
+
+    /// [`begin`](Self::begin) without an idle lease: asks Redis for a new one; `counted`
+    /// (0 or 1) is this call's place in `acquiring`, given up once Redis has answered.
+    fn acquire(self: &Arc<Self>, failing: bool, counted: usize) -> bool {
         let id = next_id();
         let now = || self.clock.now();
         let args = [i64::from(self.limit.load(Relaxed)), self.ttl_ms(), id];
         match self.store.call(&ACQUIRE, &args, 3, &now) {
             Ok(answer) => {
                 self.count_reclaimed(answer[1]);
+                let mut books = self.books.lock();
+                books.acquiring -= counted;
                 if answer[0] != 1 {
+                    drop(books);
                     self.counters.refused.fetch_add(1, Relaxed);
                     return false;
                 }
-                let mut books = self.books.lock();
                 books.held.push(id);
                 let adopt = !books.pending.is_empty();
                 drop(books);
@@ -354,17 +395,14 @@ impl LeaseSet {
                 self.counters.store_errors.fetch_add(1, Relaxed);
                 self.store.log_error(&self.name, &error, self.clock.now());
                 let mut books = self.books.lock();
+                books.acquiring -= counted;
                 let idle = std::mem::take(&mut books.idle);
                 books.stale.extend(idle);
                 let admit = match self.config.store.on_store_error {
                     OnStoreError::Allow => true,
                     OnStoreError::Refuse => false,
                     // `local`, and (the crates are pinned to one release) nothing else.
-                    _ => {
-                        let running = books.held.len() + books.pending.len();
-                        let share = self.config.store.local_share(self.limit.load(Relaxed));
-                        running < share as usize
-                    }
+                    _ => books.running() < self.share(),
                 };
                 if admit {
                     books.pending.push(id);

@@ -181,22 +181,123 @@ pub fn fake_server(fake: Fake) -> u16 {
     port
 }
 
-/// Collects the text of every `WARN` event.
+/// One `WARN` event: its text and, if it has one, its `store_errors` field.
+#[derive(Clone, Debug)]
+pub struct Warning {
+    pub text: String,
+    pub store_errors: Option<u64>,
+}
+
+/// The `WARN` events of every thread of this test process, collected by one process-wide
+/// subscriber; a test picks out its own by what they name (a fake server's port, a key).
+/// The first call installs it: call it before what should warn.
+///
+/// Not a subscriber scoped to the test's thread (`with_default`): `tracing` caches, per
+/// callsite and for the whole process, whether any subscriber wants its events, when the
+/// callsite is first hit. Hit first on another thread (an earlier test's lease heartbeat
+/// logging a store error after its Redis was gone) while the scoped subscriber is the only
+/// one alive, the callsite is cached as wanted by nobody, and the test's own warning from
+/// it is dropped: the test then fails although the library warned.
+pub fn warnings() -> &'static Warnings {
+    static WARNINGS: std::sync::OnceLock<Warnings> = std::sync::OnceLock::new();
+    WARNINGS.get_or_init(|| {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let warnings = Warnings::default();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(warnings.clone()),
+        )
+        .expect("no other subscriber is set in the cluster tests");
+        warnings
+    })
+}
+
+/// Collects every `WARN` event (see [`warnings`]).
 #[derive(Clone, Default)]
-pub struct Warnings(pub Arc<std::sync::Mutex<Vec<String>>>);
+pub struct Warnings(Arc<std::sync::Mutex<Vec<Warning>>>);
+
+impl Warnings {
+    /// The warnings so far whose text contains `about`.
+    pub fn about(&self, about: &str) -> Vec<Warning> {
+        let all = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.iter()
+            .filter(|w| w.text.contains(about))
+            .cloned()
+            .collect()
+    }
+}
+
+impl tracing::field::Visit for Warning {
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        if field.name() == "store_errors" {
+            self.store_errors = Some(value);
+        }
+    }
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.text = format!("{value:?}");
+        }
+    }
+}
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        struct Message(String);
-        impl tracing::field::Visit for Message {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    self.0 = format!("{value:?}");
-                }
-            }
+        if *event.metadata().level() != tracing::Level::WARN {
+            return;
         }
-        let mut message = Message(String::new());
-        event.record(&mut message);
-        self.0.lock().unwrap().push(message.0);
+        let mut warning = Warning {
+            text: String::new(),
+            store_errors: None,
+        };
+        event.record(&mut warning);
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(warning);
+    }
+}
+
+/// Each fake server, and what the warning of a decision against it says.
+pub const FAULTS: [(Fake, &str); 5] = [
+    (Fake::Silent, "no answer from Redis within 200ms"),
+    (Fake::Dribbling, "no answer from Redis within 200ms"),
+    (Fake::Garbage, "did not answer in the Redis protocol"),
+    (Fake::Endless, "did not answer in the Redis protocol"),
+    (Fake::SlowHandshake, "no answer from Redis within 200ms"),
+];
+
+/// For every fake server: `decide` makes a few decisions against the store at the URL it
+/// is given (with a password and a database for the slow handshake, so a decision is
+/// `AUTH`, `SELECT` and the script) and returns the slowest; checked against
+/// `budget` (its `response_timeout`) with a generous 800ms on top for a loaded machine,
+/// and a warning of the cluster `limit` ("rate limit", "concurrency limit") must name the
+/// fault and never the password. The slowest decision of each fault is printed (the
+/// figures the docs quote).
+pub fn every_fault(limit: &str, budget: StdDuration, decide: impl Fn(Fake, &str) -> StdDuration) {
+    let warnings = warnings();
+    for (fake, said) in FAULTS {
+        let port = fake_server(fake);
+        let url = match fake {
+            Fake::SlowHandshake => format!("redis://:secret@127.0.0.1:{port}/3"),
+            _ => format!("redis://127.0.0.1:{port}/"),
+        };
+        let slowest = decide(fake, &url);
+        let _ = writeln!(
+            std::io::stderr(),
+            "{limit}, {fake:?}: slowest decision {slowest:?} for a response_timeout of {budget:?}"
+        );
+        assert!(
+            slowest <= budget + StdDuration::from_millis(800),
+            "{fake:?}: a decision took {slowest:?} for a response_timeout of {budget:?}"
+        );
+        let mine = warnings.about(&format!("127.0.0.1:{port}"));
+        assert!(
+            mine.iter()
+                .any(|w| w.text.contains(said) && w.text.contains(limit))
+                && !mine.iter().any(|w| w.text.contains("secret")),
+            "{fake:?}: the warning says `{said}` (and never the password): {mine:?}"
+        );
     }
 }

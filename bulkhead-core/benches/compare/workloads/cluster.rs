@@ -6,7 +6,10 @@
 //! Then a semaphore whose `max_concurrent_calls` is the cluster's (`cluster:`, a lease per
 //! call in Redis) against the same semaphore without it: a call takes an idle lease of its
 //! process when there is one (no round trip) and acquires one from Redis otherwise; the
-//! row's note says how many of the calls went to Redis (`INFO commandstats`).
+//! row's note says how many of the calls went to Redis (`INFO commandstats`). A second
+//! row forces a round trip on (nearly) every call: it calls [`FRESH_BULKHEADS`] such
+//! semaphores in turn, so by the time a bulkhead is called again its heartbeat has
+//! released the lease its last call left idle, and the call acquires a new one.
 //!
 //! Skipped, with the reason in the table, when `redis-server` is not on the `PATH`.
 
@@ -32,6 +35,10 @@ const TITLE: &str = "rate-limit admission, cluster vs local";
 const SEMAPHORE: &str = "semaphore call, max_concurrent_calls per process";
 const LEASED: &str = "semaphore call, max_concurrent_calls of the cluster (a lease in Redis)";
 const LEASE_TITLE: &str = "concurrency-limit admission, cluster vs local";
+const FRESH: &str = "semaphore call, max_concurrent_calls of the cluster, a new lease each call";
+const FRESH_TITLE: &str = "concurrency-limit admission, a round trip per call, vs local";
+/// The semaphores the round-trip row calls in turn (each with its heartbeat thread).
+const FRESH_BULKHEADS: usize = 32;
 
 /// A limit no workload reaches: every call is admitted.
 const LIMIT: u32 = 1_000_000_000;
@@ -77,6 +84,7 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
         ],
     );
     let leases = leases_row(settings, &url);
+    let fresh = fresh_leases_row(settings, &url);
     let _ = server.kill();
     let _ = server.wait();
     report(TITLE, &results);
@@ -96,6 +104,66 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
         target: "–".into(),
     });
     rows.push(leases);
+    rows.push(fresh);
+}
+
+/// The round-trip row: [`FRESH_BULKHEADS`] semaphores whose limit is the cluster's, called
+/// in turn, so that a call finds no idle lease (its bulkhead's heartbeat released it
+/// meanwhile) and acquires one from Redis; the note counts the scripts sent (an acquire
+/// and a release per call when every call went to Redis).
+fn fresh_leases_row(settings: &Settings, url: &str) -> Row {
+    let local = semaphore(None);
+    let cluster: Vec<SemaphoreBulkhead> = (0..FRESH_BULKHEADS)
+        .map(|_| {
+            semaphore(Some(ClusterLimitConfig {
+                store: RateLimitStore {
+                    key_prefix: format!("bench:fresh:{}:", std::process::id()),
+                    on_store_error: OnStoreError::Local,
+                    ..RateLimitStore::redis(url)
+                },
+                ..ClusterLimitConfig::redis(url)
+            }))
+        })
+        .collect();
+    let before = round_trips(url);
+    let (mut x, mut y) = (0u64, 0usize);
+    let results = measure(
+        settings.fast,
+        vec![
+            each(SEMAPHORE, || {
+                x += 1;
+                black_box(local.call(|| black_box(x)).ok());
+            }),
+            each(FRESH, || {
+                y += 1;
+                let bulkhead = &cluster[y % FRESH_BULKHEADS];
+                black_box(bulkhead.call(|| black_box(y)).ok());
+            }),
+        ],
+    );
+    let sent = round_trips(url)
+        .zip(before)
+        .map(|(after, before)| after - before);
+    report(FRESH_TITLE, &results);
+    let errors: u64 = cluster
+        .iter()
+        .filter_map(|b| b.snapshot().leases)
+        .map(|l| l.store_errors)
+        .sum();
+    let note = match sent {
+        Some(sent) => format!(
+            "{sent} scripts sent to Redis for {y} calls (2 a call: acquire, release); \
+             {errors} store errors"
+        ),
+        None => format!("{errors} store errors"),
+    };
+    Row {
+        workload: Workload::ClusterRateLimit,
+        title: FRESH_TITLE.into(),
+        ours: Cell::of(find(&results, FRESH)).with_note(note),
+        peer: Cell::of(find(&results, SEMAPHORE)),
+        target: "– (one round trip)".into(),
+    }
 }
 
 /// The concurrency-limit row: one caller, calls through a semaphore whose limit is the
