@@ -6,6 +6,8 @@
 //! Deterministic: the pool's bodies wait on a gate the test opens only after it has seen
 //! every refusal and the unrelated route's answers. Latencies are printed, never asserted.
 
+use std::io::Write;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -80,6 +82,27 @@ async fn get_status(client: &HttpClient, url: String) -> (u16, Duration) {
     (status, started.elapsed())
 }
 
+/// Ends the test process with a message if the test is still running after `limit`. The
+/// test's own guards are tokio timers, which a runtime whose workers are all stuck could
+/// never fire: this thread is outside the runtime. Dropping the returned sender (at the end
+/// of the test, or while it unwinds) stops the watchdog.
+fn watchdog(limit: Duration) -> mpsc::Sender<()> {
+    let (running, finished) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if finished.recv_timeout(limit) == Err(RecvTimeoutError::Timeout) {
+            // Straight to the process's stderr: the test harness's capture of `eprintln!`
+            // would be lost with the exit.
+            let _ = writeln!(
+                std::io::stderr(),
+                "the test still runs after {limit:?}: the runtime's workers are stuck \
+                 (a hang, reported as a failure)"
+            );
+            std::process::exit(101);
+        }
+    });
+    running
+}
+
 /// The 99th percentile of some latencies.
 fn p99(mut latencies: Vec<Duration>) -> Duration {
     latencies.sort();
@@ -101,6 +124,7 @@ async fn home_latencies(client: &HttpClient, base: &str, n: usize) -> Vec<Durati
 async fn saturated_sync_pool_refuses_and_unrelated_route_stays_responsive() {
     const REQUESTS: usize = 200;
     const ADMITTED: usize = 2 + 4; // workers + queue
+    let _watchdog = watchdog(Duration::from_secs(240));
     let app = Router::new()
         .route("/render/{page}", get(render_page))
         .route("/home", get(|| async { "home" }));
