@@ -45,20 +45,19 @@ const LIMIT: u32 = 1_000_000_000;
 
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let Some((mut server, url)) = start_redis() else {
-        rows.push(Row {
-            workload: Workload::ClusterRateLimit,
-            title: TITLE.into(),
-            ours: Cell::missing(CLUSTER, "skipped: no redis-server on the PATH"),
-            peer: Cell::missing(LOCAL, "–"),
-            target: "–".into(),
-        });
-        rows.push(Row {
-            workload: Workload::ClusterRateLimit,
-            title: LEASE_TITLE.into(),
-            ours: Cell::missing(LEASED, "skipped: no redis-server on the PATH"),
-            peer: Cell::missing(SEMAPHORE, "–"),
-            target: "–".into(),
-        });
+        for (title, ours, peer) in [
+            (TITLE, CLUSTER, LOCAL),
+            (LEASE_TITLE, LEASED, SEMAPHORE),
+            (FRESH_TITLE, FRESH, SEMAPHORE),
+        ] {
+            rows.push(Row {
+                workload: Workload::ClusterRateLimit,
+                title: title.into(),
+                ours: Cell::missing(ours, "skipped: no redis-server on the PATH"),
+                peer: Cell::missing(peer, "–"),
+                target: "–".into(),
+            });
+        }
         return;
     };
     let local = limited(RateLimitConfig::per_process(LIMIT, Duration::from_secs(1)));
@@ -112,19 +111,41 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
 /// meanwhile) and acquires one from Redis; the note counts the scripts sent (an acquire
 /// and a release per call when every call went to Redis).
 fn fresh_leases_row(settings: &Settings, url: &str) -> Row {
-    let local = semaphore(None);
-    let cluster: Vec<SemaphoreBulkhead> = (0..FRESH_BULKHEADS)
-        .map(|_| {
-            semaphore(Some(ClusterLimitConfig {
-                store: RateLimitStore {
-                    key_prefix: format!("bench:fresh:{}:", std::process::id()),
-                    on_store_error: OnStoreError::Local,
-                    ..RateLimitStore::redis(url)
-                },
-                ..ClusterLimitConfig::redis(url)
-            }))
-        })
+    let cluster = (0..FRESH_BULKHEADS)
+        .map(|_| leased(url, "bench:fresh"))
         .collect();
+    lease_row(
+        settings,
+        url,
+        [FRESH_TITLE, FRESH, "– (one round trip)"],
+        " (2 a call: acquire, release)",
+        cluster,
+    )
+}
+
+/// The concurrency-limit row: one caller, calls through a semaphore whose limit is the
+/// cluster's and through one whose limit is its own; the note counts the calls that went
+/// to Redis.
+fn leases_row(settings: &Settings, url: &str) -> Row {
+    lease_row(
+        settings,
+        url,
+        [LEASE_TITLE, LEASED, "– (one round trip, or an idle lease)"],
+        "",
+        vec![leased(url, "bench")],
+    )
+}
+
+/// A row of calls through `cluster`'s semaphores in turn against a semaphore whose limit
+/// is its own; `[title, label, target]` name it, and the note counts the scripts sent.
+fn lease_row(
+    settings: &Settings,
+    url: &str,
+    [title, label, target]: [&str; 3],
+    per_call: &str,
+    cluster: Vec<SemaphoreBulkhead>,
+) -> Row {
+    let local = semaphore(None);
     let before = round_trips(url);
     let (mut x, mut y) = (0u64, 0usize);
     let results = measure(
@@ -134,83 +155,40 @@ fn fresh_leases_row(settings: &Settings, url: &str) -> Row {
                 x += 1;
                 black_box(local.call(|| black_box(x)).ok());
             }),
-            each(FRESH, || {
+            each(label, || {
                 y += 1;
-                let bulkhead = &cluster[y % FRESH_BULKHEADS];
+                let bulkhead = &cluster[y % cluster.len()];
                 black_box(bulkhead.call(|| black_box(y)).ok());
             }),
         ],
     );
-    let sent = round_trips(url)
-        .zip(before)
-        .map(|(after, before)| after - before);
-    report(FRESH_TITLE, &results);
+    let sent = scripts_since(url, before);
+    report(title, &results);
     let errors: u64 = cluster
         .iter()
         .filter_map(|b| b.snapshot().leases)
         .map(|l| l.store_errors)
         .sum();
     let note = match sent {
-        Some(sent) => format!(
-            "{sent} scripts sent to Redis for {y} calls (2 a call: acquire, release); \
-             {errors} store errors"
-        ),
+        Some(sent) => {
+            format!("{sent} scripts sent to Redis for {y} calls{per_call}; {errors} store errors")
+        }
         None => format!("{errors} store errors"),
     };
     Row {
         workload: Workload::ClusterRateLimit,
-        title: FRESH_TITLE.into(),
-        ours: Cell::of(find(&results, FRESH)).with_note(note),
+        title: title.into(),
+        ours: Cell::of(find(&results, label)).with_note(note),
         peer: Cell::of(find(&results, SEMAPHORE)),
-        target: "– (one round trip)".into(),
+        target: target.into(),
     }
 }
 
-/// The concurrency-limit row: one caller, calls through a semaphore whose limit is the
-/// cluster's and through one whose limit is its own; the note counts the calls that went
-/// to Redis.
-fn leases_row(settings: &Settings, url: &str) -> Row {
-    let local = semaphore(None);
-    let cluster = semaphore(Some(ClusterLimitConfig {
-        store: RateLimitStore {
-            key_prefix: format!("bench:{}:", std::process::id()),
-            on_store_error: OnStoreError::Local,
-            ..RateLimitStore::redis(url)
-        },
-        ..ClusterLimitConfig::redis(url)
-    }));
-    let before = round_trips(url);
-    let (mut x, mut y) = (0u64, 0u64);
-    let results = measure(
-        settings.fast,
-        vec![
-            each(SEMAPHORE, || {
-                x += 1;
-                black_box(local.call(|| black_box(x)).ok());
-            }),
-            each(LEASED, || {
-                y += 1;
-                black_box(cluster.call(|| black_box(y)).ok());
-            }),
-        ],
-    );
-    let sent = round_trips(url)
+/// The scripts Redis has run since `before` (a [`round_trips`] count), if it says.
+fn scripts_since(url: &str, before: Option<u64>) -> Option<u64> {
+    round_trips(url)
         .zip(before)
-        .map(|(after, before)| after - before);
-    report(LEASE_TITLE, &results);
-    let leases = cluster.snapshot().leases;
-    let errors = leases.map_or(0, |l| l.store_errors);
-    let note = match sent {
-        Some(sent) => format!("{sent} scripts sent to Redis for {y} calls; {errors} store errors"),
-        None => format!("{errors} store errors"),
-    };
-    Row {
-        workload: Workload::ClusterRateLimit,
-        title: LEASE_TITLE.into(),
-        ours: Cell::of(find(&results, LEASED)).with_note(note),
-        peer: Cell::of(find(&results, SEMAPHORE)),
-        target: "– (one round trip, or an idle lease)".into(),
-    }
+        .map(|(after, before)| after - before)
 }
 
 /// The scripts Redis has run so far (`EVALSHA` and `EVAL` calls), if it says.
@@ -242,6 +220,18 @@ fn semaphore(cluster: Option<ClusterLimitConfig>) -> SemaphoreBulkhead {
         Bulkhead::Semaphore(bulkhead) => bulkhead,
         _ => unreachable!("a semaphore config builds a semaphore"),
     }
+}
+
+/// A semaphore whose limit is the cluster's, its leases under `prefix` in Redis.
+fn leased(url: &str, prefix: &str) -> SemaphoreBulkhead {
+    semaphore(Some(ClusterLimitConfig {
+        store: RateLimitStore {
+            key_prefix: format!("{prefix}:{}:", std::process::id()),
+            on_store_error: OnStoreError::Local,
+            ..RateLimitStore::redis(url)
+        },
+        ..ClusterLimitConfig::redis(url)
+    }))
 }
 
 fn cluster_limit(url: &str) -> RateLimitConfig {
