@@ -430,7 +430,7 @@ impl RateLimiter {
         // back (others may still be deciding on their shares): its share bounds it.
         let local = cluster.on_error == OnStoreError::Local;
         let shared_period = self.fallback_cycle.load(Acquire) == cycle + 1
-            || (local && cluster.store.returned_recently(now()));
+            || (local && cluster.store.transition(now()).1);
         if shared_period
             && let refused @ RateAdmission::Refused { .. } = self.reserve_local(Duration::ZERO)
         {

@@ -403,14 +403,6 @@ impl ClusterStore {
         (health.retry_at.is_some(), returned)
     }
 
-    /// True for [`RETURN_WINDOW`] after Redis answered again after a failure.
-    pub(crate) fn returned_recently(&self, now: Instant) -> bool {
-        self.health
-            .lock()
-            .returned_at
-            .is_some_and(|at| now.saturating_duration_since(at) < RETURN_WINDOW)
-    }
-
     /// Asks Redis once, within `response_timeout`, whether this limit can be counted: the
     /// server answers and the key is free or the limit's own.
     ///
