@@ -227,6 +227,13 @@ impl RateLimiter {
         self.update_gate();
     }
 
+    /// True when the bulkhead has a cluster-wide concurrency limit (`cluster:`), whose
+    /// leases [`begin_call`](Self::begin_call) takes.
+    #[inline]
+    pub(crate) fn has_leases(&self) -> bool {
+        self.leases.is_enabled()
+    }
+
     /// A call admitted by the semaphore's count takes its cluster lease (nothing without
     /// a cluster-wide concurrency limit).
     ///

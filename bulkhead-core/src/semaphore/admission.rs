@@ -310,12 +310,23 @@ impl Shared {
     /// the fast path). Refused a lease, the permit goes back and the refusal is counted.
     #[inline]
     pub(super) fn admitted(&self) -> Result<RawPermit<'_>, BulkheadError> {
-        if let Err(refused) = self.rate.begin_call() {
-            self.give_back();
-            return Err(self.refuse(refused));
+        if self.rate.has_leases() {
+            self.take_lease()?;
         }
         self.counters.permitted.fetch_add(1, Relaxed);
         Ok(RawPermit::new(self, true))
+    }
+
+    /// The cluster lease of a call the count admitted; refused one, its permit goes back
+    /// and the refusal is counted. Out of line, so that a call without leases inlines
+    /// [`admitted`](Self::admitted) down to the check for them.
+    #[cold]
+    #[inline(never)]
+    fn take_lease(&self) -> Result<(), BulkheadError> {
+        self.rate.begin_call().map_err(|refused| {
+            self.give_back();
+            self.refuse(refused)
+        })
     }
 
     /// An inline permit for a re-entrant call, counted `reentrant`; holds nothing.
