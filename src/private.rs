@@ -270,7 +270,7 @@ impl ThreadPoolSlot {
     }
 
     /// Runs `body(input)` on a worker and waits for it, under `partition` and the key `key`
-    /// (both `None`: the plain call); a refusal hands `input` back.
+    /// (see `is_plain`); a refusal hands `input` back.
     #[inline]
     pub fn call<I, R>(
         &'static self,
@@ -285,10 +285,11 @@ impl ThreadPoolSlot {
     {
         let input = self.test_refusal_with(input)?;
         self.warn_if_async();
-        if partition.is_none() && key.is_none() {
-            return self.get().call(input, body);
+        let pool = self.get();
+        if is_plain(pool, partition, key) {
+            return pool.call(input, body);
         }
-        pool_admission(self.get(), partition, key).call(input, body)
+        pool_admission(pool, partition, key).call(input, body)
     }
 
     /// From an async task, the core call hands its wait to the runtime where it can; the
@@ -306,8 +307,8 @@ impl ThreadPoolSlot {
         }
     }
 
-    /// Runs the future `body(input)` on a worker, under `partition` and the key `key` (both
-    /// `None`: the plain call); a refusal hands `input` back.
+    /// Runs the future `body(input)` on a worker, under `partition` and the key `key` (see
+    /// `is_plain`); a refusal hands `input` back.
     #[inline]
     pub fn call_async<I, F, Fut>(
         &'static self,
@@ -323,7 +324,7 @@ impl ThreadPoolSlot {
         Fut::Output: Send + 'static,
     {
         self.on_worker(input, move |pool, input| async move {
-            if partition.is_none() && key.is_none() {
+            if is_plain(pool, partition, key) {
                 return pool.call_async(input, body).await;
             }
             pool_admission(pool, partition, key)
@@ -348,7 +349,7 @@ impl ThreadPoolSlot {
         Fut::Output: Send + 'static,
     {
         self.on_worker(input, move |pool, input| async move {
-            if partition.is_none() && key.is_none() {
+            if is_plain(pool, partition, key) {
                 return pool.call_async_timed(input, body).await;
             }
             pool_admission(pool, partition, key)
@@ -369,6 +370,18 @@ impl ThreadPoolSlot {
         let input = self.test_refusal_with(input)?;
         call(self.get(), input).await
     }
+}
+
+/// True when a call enters the pool as its plain call does: it names no partition and no
+/// key, and the pool has no partitions (on a partitioned pool such a call only borrows, so
+/// it enters through the shares).
+#[inline]
+fn is_plain(
+    pool: &ThreadPoolBulkhead,
+    partition: Option<(usize, &str, u64)>,
+    key: Option<u64>,
+) -> bool {
+    partition.is_none() && key.is_none() && !pool.is_partitioned()
 }
 
 #[inline]

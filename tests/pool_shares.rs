@@ -191,6 +191,74 @@ fn a_keyed_pool_function_refuses_a_key_at_its_cap_and_serves_another() {
     assert_eq!(snapshot.per_key.unwrap().keys_at_limit, 0);
 }
 
+// `pool-unnamed`: 2 slots, `live` and `batch` guaranteed 1 each; `on_full: { wait: 60s }`.
+// Its functions that name no partition only borrow: never wait, never displace a share.
+
+#[bulkhead("pool-unnamed", partition = "live")]
+fn unnamed_live_report(wait: &(dyn Fn() + Sync)) -> Result<(), BulkheadError> {
+    wait();
+    Ok(())
+}
+
+#[bulkhead("pool-unnamed", partition = "batch")]
+async fn unnamed_batch(n: u32) -> Result<u32, BulkheadError> {
+    Ok(n)
+}
+
+#[bulkhead("pool-unnamed")]
+fn unnamed_total(n: u32) -> Result<u32, BulkheadError> {
+    Ok(n)
+}
+
+/// Without a fallback: under the bulkhead's call timeout (`call_async_timed`).
+#[bulkhead("pool-unnamed")]
+async fn unnamed_async(n: u32) -> Result<u32, BulkheadError> {
+    Ok(n)
+}
+
+/// With a fallback: untimed (`call_async`); the refusal reaches the fallback.
+#[bulkhead("pool-unnamed", fallback = unnamed_refused)]
+async fn unnamed_label(n: u32) -> String {
+    format!("served:{n}")
+}
+
+async fn unnamed_refused(n: u32, error: BulkheadError) -> String {
+    assert!(matches!(error, BulkheadError::Full { .. }), "{error}");
+    format!("refused:{n}")
+}
+
+#[test]
+fn a_pool_function_naming_no_partition_only_borrows_sync_and_async() {
+    let futures = while_held(
+        |wait| unnamed_live_report(wait).unwrap(),
+        || {
+            // One slot is free: an unnamed call borrows it, queued behind the held one.
+            let mut borrowing = call(unnamed_async(1));
+            assert!(poll_once(&mut borrowing).is_pending());
+            let s = pool("pool-unnamed").snapshot();
+            assert_eq!((s.active, s.queued), (1, 1), "2 slots, both taken");
+            // The pool is full. A call that names no partition is refused at once, although
+            // the pool's `on_full` waits: it holds no share to wait for (sync, async timed,
+            // async with a fallback).
+            assert!(is_full(&unnamed_total(2)));
+            let mut refused = call(unnamed_async(3));
+            assert!(matches!(poll_once(&mut refused), Poll::Ready(r) if is_full(&r)));
+            assert_eq!(block_on(unnamed_label(4)), "refused:4");
+            // Batch, below its guarantee, waits for the next free slot.
+            let mut batch = call(unnamed_batch(5));
+            assert!(poll_once(&mut batch).is_pending());
+            [borrowing, batch]
+        },
+    );
+    let outputs: Vec<u32> = futures.into_iter().map(|f| block_on(f).unwrap()).collect();
+    assert_eq!(outputs, [1, 5]);
+    // With room again, each form is admitted.
+    assert_eq!(unnamed_total(6), Ok(6));
+    assert_eq!(block_on(unnamed_async(7)), Ok(7));
+    assert_eq!(block_on(unnamed_label(8)), "served:8");
+    assert_eq!(pool("pool-unnamed").snapshot().calls.refused.full, 3);
+}
+
 // `pool-reload`: 4 slots, `live` 0.75 (3) and `batch` 0.25 (1); `on_full: caller-runs`, so
 // a call within its share runs on its caller when the pool is full, a borrower is refused.
 

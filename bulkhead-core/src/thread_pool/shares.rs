@@ -289,6 +289,15 @@ impl ThreadPoolBulkhead {
         }
     }
 
+    /// True when the pool has partitions, so that a call naming none only borrows
+    /// ([`unpartitioned`](Self::unpartitioned)). For the attribute's expansion, which
+    /// calls the pool plainly otherwise.
+    #[doc(hidden)]
+    #[inline]
+    pub fn is_partitioned(&self) -> bool {
+        self.shared().shares.partitions().is_some()
+    }
+
     /// A call that names no partition: on a partitioned pool it only borrows a free slot;
     /// otherwise it is admitted as [`call`](Self::call) is.
     pub fn unpartitioned(&self) -> PoolAdmission<'_> {
