@@ -186,7 +186,8 @@ pub(super) fn try_now(shared: &Shared) -> Option<Result<AsyncPermit<'_>, Bulkhea
         return None;
     }
     match shared.try_take_fast() {
-        Ok(()) => Some(shared.admitted().map(async_permit)),
+        // The gate is off: no cluster lease is due.
+        Ok(()) => Some(Ok(async_permit(shared.permitted()))),
         Err(reason) => match shared.max_wait_for(reason) {
             Some(_) => None,
             None => Some(Err(shared.refuse(shared.error(reason)))),

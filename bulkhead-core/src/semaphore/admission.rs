@@ -313,8 +313,15 @@ impl Shared {
         if self.rate.has_leases() {
             self.take_lease()?;
         }
+        Ok(self.permitted())
+    }
+
+    /// A permit for an admitted call that needs no cluster lease (the rate limit's gate,
+    /// which leases also set, is off), counted `permitted`.
+    #[inline(always)]
+    pub(super) fn permitted(&self) -> RawPermit<'_> {
         self.counters.permitted.fetch_add(1, Relaxed);
-        Ok(RawPermit::new(self, true))
+        RawPermit::new(self, true)
     }
 
     /// The cluster lease of a call the count admitted; refused one, its permit goes back
