@@ -16,7 +16,10 @@
 //!   never takes the worker down), or by the caller if it was already `READY`; a job whose
 //!   caller went away before it started is never run;
 //! * the outcome becomes `READY` (and the caller's waker is woken) only in `deliver`, after
-//!   the pool has counted the task, so a caller that returns sees its call counted;
+//!   the pool has counted the task, so a caller that returns sees its call counted; the
+//!   pool's handle is dropped between `READY` and the wake-up (the waker taken first), so
+//!   the caller it wakes holds the last handle and frees the job on its own thread, where
+//!   the next call allocates;
 //! * the caller registers its waker (`AtomicWaker`) before it reads the stage, the pool
 //!   publishes `READY` before it wakes: a poll that reads a stage before `READY` is woken
 //!   later. A poll with the waker its last pending poll registered ([`WakerId`]) skips the
@@ -243,18 +246,20 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
         self.state.fetch_add(RAN - RUNNING, Release);
     }
 
-    /// `RAN` → `READY` and wakes the caller, or, the caller gone, drops the outcome.
-    fn make_ready(&self) {
+    /// `RAN` → `READY`, and the caller's waker to wake, taken after `READY` is published
+    /// (as `AtomicWaker::wake` takes it); or, the caller gone, drops the outcome.
+    fn make_ready(&self) -> Option<Waker> {
         let ready = self.state.compare_exchange(RAN, READY, AcqRel, Acquire);
         match ready {
-            Ok(_) => self.waker.wake(),
+            Ok(_) => self.waker.take(),
             Err(state) if state == RAN | GONE => {
                 self.state.store(DONE | GONE, Relaxed);
                 // A caller that went away while the body ran: the result is discarded.
                 drop_quietly(self.take_outcome());
+                None
             }
             // Not run (a failure already delivered), or delivered before: nothing to do.
-            Err(_) => {}
+            Err(_) => None,
         }
     }
 
@@ -266,7 +271,9 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
         };
         drop_quietly(body);
         self.ran(outcome(input));
-        self.make_ready();
+        if let Some(waker) = self.make_ready() {
+            waker.wake();
+        }
     }
 }
 
@@ -340,8 +347,13 @@ where
         ran
     }
 
-    fn deliver(&self) {
-        self.make_ready();
+    fn deliver(self: Arc<Self>) {
+        let waker = self.make_ready();
+        // The pool's handle goes before the wake-up: the caller it wakes holds the last one.
+        drop(self);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
     fn fail(&self, error: BulkheadError) {
@@ -439,6 +451,46 @@ mod tests {
             "{} bytes",
             std::mem::size_of::<Job>()
         );
+    }
+
+    /// The delivery drops the pool's handle before it wakes the caller: the woken caller
+    /// holds the last one (and frees the job on its own thread).
+    #[test]
+    fn the_woken_caller_holds_the_job_s_last_handle() {
+        struct CountsHandles(
+            std::sync::OnceLock<std::sync::Weak<dyn Send + Sync>>,
+            AtomicUsize,
+        );
+        impl Wake for CountsHandles {
+            fn wake(self: Arc<Self>) {
+                let handles = self.0.get().map_or(0, std::sync::Weak::strong_count);
+                self.1.store(handles, SeqCst);
+            }
+        }
+        let (job, task) = AsyncTask::job(1, |n: i32| async move { n });
+        let counts = Arc::new(CountsHandles(
+            std::sync::OnceLock::new(),
+            AtomicUsize::new(0),
+        ));
+        let weak: std::sync::Weak<dyn Send + Sync> = Arc::downgrade(&task) as _;
+        let _ = counts.0.set(weak);
+        let waker = Waker::from(Arc::clone(&counts));
+        let mut left = None;
+        assert!(
+            task.poll_outcome(&mut Context::from_waker(&waker), &mut left)
+                .is_pending()
+        );
+        assert_eq!(job.run(), crate::events::CallOutcome::Completed);
+        job.deliver();
+        assert_eq!(
+            counts.1.load(SeqCst),
+            1,
+            "handles left when the caller was woken"
+        );
+        assert!(matches!(
+            task.poll_outcome(&mut Context::from_waker(&waker), &mut left),
+            Poll::Ready(Outcome::Ran(1))
+        ));
     }
 
     #[test]
