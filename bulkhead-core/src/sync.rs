@@ -105,8 +105,8 @@ impl<T> UnsafeCell<T> {
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
-/// A waker slot a consumer registers in and a producer wakes (futures' `AtomicWaker`;
-/// loom's under loom).
+/// A waker slot a consumer registers in and a producer takes the waker out of, to wake it
+/// (futures' `AtomicWaker`; loom's under loom).
 #[derive(Default)]
 pub(crate) struct AtomicWaker {
     #[cfg(not(loom))]
@@ -116,7 +116,8 @@ pub(crate) struct AtomicWaker {
 }
 
 impl AtomicWaker {
-    /// Keeps (a clone of) `waker` as the one [`wake`](Self::wake) wakes, replacing any other.
+    /// Keeps (a clone of) `waker` as the one [`take`](Self::take) hands out, replacing any
+    /// other.
     #[inline]
     pub(crate) fn register(&self, waker: &std::task::Waker) {
         #[cfg(not(loom))]
@@ -125,13 +126,9 @@ impl AtomicWaker {
         self.inner.register_by_ref(waker);
     }
 
-    /// Wakes the registered waker, if any (and forgets it).
+    /// Takes the registered waker out, to wake or drop it. A registration racing it wakes
+    /// its own waker at once (the `AtomicWaker` contract), so none is lost.
     #[inline]
-    pub(crate) fn wake(&self) {
-        self.inner.wake();
-    }
-
-    /// Takes the registered waker out, to drop it.
     pub(crate) fn take(&self) -> Option<std::task::Waker> {
         #[cfg(not(loom))]
         {

@@ -16,7 +16,10 @@
 //!   never takes the worker down), or by the caller if it was already `READY`; a job whose
 //!   caller went away before it started is never run;
 //! * the outcome becomes `READY` (and the caller's waker is woken) only in `deliver`, after
-//!   the pool has counted the task, so a caller that returns sees its call counted;
+//!   the pool has counted the task, so a caller that returns sees its call counted; the
+//!   pool's handle is dropped between `READY` and the wake-up (the waker taken first), so
+//!   the caller it wakes holds the last handle and frees the job on its own thread, where
+//!   the next call allocates;
 //! * the caller registers its waker (`AtomicWaker`) before it reads the stage, the pool
 //!   publishes `READY` before it wakes: a poll that reads a stage before `READY` is woken
 //!   later. A poll with the waker its last pending poll registered ([`WakerId`]) skips the
@@ -80,17 +83,28 @@ pub(crate) fn explain_missing_runtime(payload: Box<dyn Any + Send>) -> Box<dyn A
 pub(crate) struct AsyncTask<I, F, Out> {
     /// The stage (`QUEUED` … `DONE`) and the `GONE` flag (see the module's invariants).
     state: AtomicU8,
-    /// The input and the body, until a worker (or a failure) claims them.
-    payload: UnsafeCell<Option<(I, F)>>,
-    /// The outcome: the claim's winner's until `READY`, the caller's after.
-    outcome: UnsafeCell<Option<Outcome<I, Out>>>,
+    /// The input and the body until a worker (or a failure) claims them, then the outcome:
+    /// the claim's winner's until `READY`, the caller's after. One cell for both, as one
+    /// owner holds both at any stage, which keeps the job small (one allocation, copied
+    /// into place field by field rather than by `memcpy`).
+    slot: UnsafeCell<Slot<I, F, Out>>,
     /// The waker of the caller's last pending poll.
     waker: AtomicWaker,
     /// The caller's span and propagated context, entered on the worker around the body
-    /// (`None`: nothing to carry, so nothing is entered).
-    context: Option<CapturedContext>,
+    /// (`None`: nothing to carry, so nothing is entered); boxed, as it is rare and large.
+    context: Option<Box<CapturedContext>>,
     #[cfg(feature = "tokio")]
     runtime: Option<tokio::runtime::Handle>,
+}
+
+/// What an [`AsyncTask`]'s cell holds.
+enum Slot<I, F, Out> {
+    /// The input and the body, until claimed.
+    Payload(I, F),
+    /// The claim's outcome, until the caller takes it (or it is dropped).
+    Outcome(Outcome<I, Out>),
+    /// Claimed and not yet stored, or taken.
+    Empty,
 }
 
 /// Waiting for a worker: the payload is in place.
@@ -125,10 +139,9 @@ where
     pub(crate) fn job(input: I, body: F) -> (Arc<dyn Job>, Arc<Self>) {
         let task = Arc::new(AsyncTask {
             state: AtomicU8::new(QUEUED),
-            payload: UnsafeCell::new(Some((input, body))),
-            outcome: UnsafeCell::new(None),
+            slot: UnsafeCell::new(Slot::Payload(input, body)),
             waker: AtomicWaker::default(),
-            context: CapturedContext::capture_if_any(),
+            context: CapturedContext::capture_if_any().map(Box::new),
             #[cfg(feature = "tokio")]
             runtime: tokio::runtime::Handle::try_current().ok(),
         });
@@ -166,8 +179,25 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
 
     /// The outcome out of its cell, by whoever owns it now (the state word says who).
     fn take_outcome(&self) -> Option<Outcome<I, Out>> {
-        // SAFETY: called only by the outcome's owner of the moment (module invariants).
-        self.outcome.with_mut(|slot| unsafe { (*slot).take() })
+        match self.take_slot() {
+            Slot::Outcome(outcome) => Some(outcome),
+            _ => None,
+        }
+    }
+
+    /// The payload out of the cell, by the claim's winner.
+    fn take_payload(&self) -> Option<(I, F)> {
+        match self.take_slot() {
+            Slot::Payload(input, body) => Some((input, body)),
+            _ => None,
+        }
+    }
+
+    /// The cell's value, left `Empty`, by whoever owns it now (the state word says who).
+    fn take_slot(&self) -> Slot<I, F, Out> {
+        // SAFETY: called only by the cell's owner of the moment (module invariants).
+        self.slot
+            .with_mut(|slot| unsafe { std::mem::replace(&mut *slot, Slot::Empty) })
     }
 
     /// The caller drops its future: a job not yet started is never run, and an outcome
@@ -190,21 +220,16 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
             .state
             .compare_exchange(QUEUED, RUNNING, Acquire, Acquire)
         {
-            // SAFETY: the claim from `QUEUED` is won once; the payload is the winner's.
-            Ok(_) => self
-                .payload
-                .with_mut(|payload| unsafe { (*payload).take() }),
+            // The claim from `QUEUED` is won once; the payload is the winner's.
+            Ok(_) => self.take_payload(),
             Err(state) if state == QUEUED | GONE => {
                 if self
                     .state
                     .compare_exchange(state, DONE | GONE, Acquire, Relaxed)
                     .is_ok()
                 {
-                    // SAFETY: as above: this thread won the move out of `QUEUED`.
-                    drop_quietly(
-                        self.payload
-                            .with_mut(|payload| unsafe { (*payload).take() }),
-                    );
+                    // As above: this thread won the move out of `QUEUED`.
+                    drop_quietly(self.take_slot());
                 }
                 None
             }
@@ -215,24 +240,26 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
     /// Stores the outcome as the claim's winner and marks it `RAN`.
     fn ran(&self, outcome: Outcome<I, Out>) {
         // SAFETY: between the claim and `READY` the outcome is the winner's (this thread).
-        self.outcome
-            .with_mut(|slot| unsafe { *slot = Some(outcome) });
+        self.slot
+            .with_mut(|slot| unsafe { *slot = Slot::Outcome(outcome) });
         // `RUNNING` → `RAN`, keeping `GONE`: nobody else moves the stage meanwhile.
         self.state.fetch_add(RAN - RUNNING, Release);
     }
 
-    /// `RAN` → `READY` and wakes the caller, or, the caller gone, drops the outcome.
-    fn make_ready(&self) {
+    /// `RAN` → `READY`, and the caller's waker to wake, taken after `READY` is published
+    /// (as `AtomicWaker::wake` takes it); or, the caller gone, drops the outcome.
+    fn make_ready(&self) -> Option<Waker> {
         let ready = self.state.compare_exchange(RAN, READY, AcqRel, Acquire);
         match ready {
-            Ok(_) => self.waker.wake(),
+            Ok(_) => self.waker.take(),
             Err(state) if state == RAN | GONE => {
                 self.state.store(DONE | GONE, Relaxed);
                 // A caller that went away while the body ran: the result is discarded.
                 drop_quietly(self.take_outcome());
+                None
             }
             // Not run (a failure already delivered), or delivered before: nothing to do.
-            Err(_) => {}
+            Err(_) => None,
         }
     }
 
@@ -244,7 +271,9 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
         };
         drop_quietly(body);
         self.ran(outcome(input));
-        self.make_ready();
+        if let Some(waker) = self.make_ready() {
+            waker.wake();
+        }
     }
 }
 
@@ -299,7 +328,7 @@ where
             return CallOutcome::Cancelled;
         };
         let result = {
-            let _context = self.context.as_ref().map(CapturedContext::enter);
+            let _context = self.context.as_deref().map(CapturedContext::enter);
             #[cfg(feature = "tokio")]
             let _runtime = self.runtime.as_ref().map(|handle| handle.enter());
             catch_unwind(AssertUnwindSafe(move || run_to_completion(body(input))))
@@ -318,8 +347,13 @@ where
         ran
     }
 
-    fn deliver(&self) {
-        self.make_ready();
+    fn deliver(self: Arc<Self>) {
+        let waker = self.make_ready();
+        // The pool's handle goes before the wake-up: the caller it wakes holds the last one.
+        drop(self);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 
     fn fail(&self, error: BulkheadError) {
@@ -339,13 +373,17 @@ impl<I, F, Out> Drop for AsyncTask<I, F, Out> {
         // Under loom the cells are left alone: the handles are std `Arc`s, whose
         // synchronisation loom does not see, so it would take this last use for a race with
         // the other side's (in the models every value is taken or dropped before).
+        // Nothing is left once the caller took the outcome (the common end): no unwind
+        // guard then.
         #[cfg(not(loom))]
         {
             // SAFETY: `&mut self`: no other handle exists.
-            let payload = self
-                .payload
-                .with_mut(|payload| unsafe { (*payload).take() });
-            drop_quietly((payload, self.take_outcome()));
+            let empty = self
+                .slot
+                .with_mut(|slot| matches!(unsafe { &*slot }, Slot::Empty));
+            if !empty {
+                drop_quietly(self.take_slot());
+            }
         }
     }
 }
@@ -399,6 +437,60 @@ mod tests {
             Poll::Ready(Outcome::Ran(value)) => assert_eq!(value, 42),
             _ => panic!("the body finished and its outcome was delivered"),
         }
+    }
+
+    /// The payload and the outcome share one cell, and a context is boxed: the job of a
+    /// call with word-sized values is the state word, the cell, the waker slot and a
+    /// pointer (and, with feature `tokio`, the runtime handle).
+    #[test]
+    fn a_job_holds_one_cell_and_a_boxed_context() {
+        type Job = AsyncTask<u64, fn(u64) -> std::future::Ready<u64>, u64>;
+        let handle = if cfg!(feature = "tokio") { 16 } else { 0 };
+        assert!(
+            std::mem::size_of::<Job>() <= 96 + handle,
+            "{} bytes",
+            std::mem::size_of::<Job>()
+        );
+    }
+
+    /// The delivery drops the pool's handle before it wakes the caller: the woken caller
+    /// holds the last one (and frees the job on its own thread).
+    #[test]
+    fn the_woken_caller_holds_the_job_s_last_handle() {
+        struct CountsHandles(
+            std::sync::OnceLock<std::sync::Weak<dyn Send + Sync>>,
+            AtomicUsize,
+        );
+        impl Wake for CountsHandles {
+            fn wake(self: Arc<Self>) {
+                let handles = self.0.get().map_or(0, std::sync::Weak::strong_count);
+                self.1.store(handles, SeqCst);
+            }
+        }
+        let (job, task) = AsyncTask::job(1, |n: i32| async move { n });
+        let counts = Arc::new(CountsHandles(
+            std::sync::OnceLock::new(),
+            AtomicUsize::new(0),
+        ));
+        let weak: std::sync::Weak<dyn Send + Sync> = Arc::downgrade(&task) as _;
+        let _ = counts.0.set(weak);
+        let waker = Waker::from(Arc::clone(&counts));
+        let mut left = None;
+        assert!(
+            task.poll_outcome(&mut Context::from_waker(&waker), &mut left)
+                .is_pending()
+        );
+        assert_eq!(job.run(), crate::events::CallOutcome::Completed);
+        job.deliver();
+        assert_eq!(
+            counts.1.load(SeqCst),
+            1,
+            "handles left when the caller was woken"
+        );
+        assert!(matches!(
+            task.poll_outcome(&mut Context::from_waker(&waker), &mut left),
+            Poll::Ready(Outcome::Ran(1))
+        ));
     }
 
     #[test]

@@ -70,9 +70,11 @@ pub(crate) trait Job: Send + Sync {
     /// Runs the body on the current thread and keeps its outcome for [`Job::deliver`]. A
     /// no-op returning `Cancelled` when the job was already run or failed.
     fn run(&self) -> CallOutcome;
-    /// Hands the outcome kept by `run` to the caller (wakes it). The pool frees the job's
-    /// slot and counts it *before* delivering, so a caller that returns sees both.
-    fn deliver(&self);
+    /// Hands the outcome kept by `run` to the caller (wakes it), and with it the pool's
+    /// handle on the job (an async job drops it before the wake-up, so the caller it wakes
+    /// frees the job). The pool frees the job's slot and counts it *before* delivering, so
+    /// a caller that returns sees both.
+    fn deliver(self: Arc<Self>);
     /// Delivers a refusal with the input, without running the body. A no-op when the job
     /// was already run or failed.
     fn fail(&self, error: BulkheadError);
@@ -231,7 +233,7 @@ where
         }
     }
 
-    fn deliver(&self) {
+    fn deliver(self: Arc<Self>) {
         // Only after `run` (which took the payload): the outcome is stored.
         self.signal();
     }

@@ -446,6 +446,32 @@ fn an_async_caller_polling_without_the_job_lock_is_woken_by_the_delivery() {
     });
 }
 
+/// The delivery takes the caller's waker once `READY` is published, drops the pool's
+/// handle, and only then wakes: a caller that polls again with another waker (a new
+/// registration) racing it is still woken, and gets the outcome once (a lost wake-up would
+/// leave `block_on` waiting for ever, which loom reports).
+#[test]
+fn an_async_caller_changing_its_waker_racing_the_delivery_is_woken() {
+    use super::async_job::AsyncTask;
+    use super::job::Outcome;
+
+    model(|| {
+        let (job, task) = AsyncTask::job(20, |n: u64| async move { n + 1 });
+        let mut left = None;
+        // Before the worker starts: pending, leaving a waker that does nothing.
+        let first = task.poll_outcome(&mut Context::from_waker(Waker::noop()), &mut left);
+        assert!(first.is_pending());
+        let worker = loom::thread::spawn(move || {
+            assert_eq!(job.run(), crate::events::CallOutcome::Completed);
+            job.deliver();
+        });
+        let outcome = block_on(std::future::poll_fn(|cx| task.poll_outcome(cx, &mut left)));
+        assert!(matches!(outcome, Outcome::Ran(21)));
+        drop(task);
+        worker.join().unwrap();
+    });
+}
+
 /// A queued caller withdrawing its task at `max_queue_wait` (the clock fired by another
 /// thread) racing the worker that takes it: the task runs or is failed with
 /// `QueueTimeout`, never both, its body never runs after the caller was answered, and the

@@ -172,7 +172,7 @@ mod tests {
         fn run(&self) -> CallOutcome {
             CallOutcome::Completed
         }
-        fn deliver(&self) {}
+        fn deliver(self: Arc<Self>) {}
         fn fail(&self, _: crate::BulkheadError) {}
         fn abandon(&self) {}
     }
