@@ -33,7 +33,7 @@
 //! | `bulkhead_call_timeouts_total` | counter | `bulkhead` | admitted calls whose caller got `CallTimeout` (also in their outcome) |
 //! | `bulkhead_discarded_results_total` | counter | `bulkhead` | sync pool calls finished after their caller's call timeout: result thrown away |
 //! | `bulkhead_wait_seconds` | histogram | `bulkhead` | wait of admitted calls for a permit or for room |
-//! | `bulkhead_queue_time_seconds` | histogram | `bulkhead` | time tasks spent in a pool's queue |
+//! | `bulkhead_queue_time_seconds` | histogram | `bulkhead` | time tasks spent in a pool's queue (sampled: [`BulkheadSnapshot::queue_time`](crate::BulkheadSnapshot::queue_time)) |
 //! | `bulkhead_call_duration_seconds` | histogram | `bulkhead` | how long timed calls ran ([`events::time_calls`](crate::events::time_calls)) |
 //! | `bulkhead_partition_guaranteed_calls` | gauge | `bulkhead`, `partition` | calls a partition is guaranteed (a semaphore's permits, a pool's running-or-queued slots): `floor(share × limit)` (partitioned bulkheads only; at most 16 partitions each) |
 //! | `bulkhead_partition_in_flight_calls` | gauge | `bulkhead`, `partition` | a partition's calls holding or waiting for a permit |

@@ -48,7 +48,10 @@ pub struct BulkheadSnapshot {
     /// `calls.permitted`.
     pub wait_time: HistogramSnapshot,
     /// How long tasks waited in the pool's queue before a worker took them; `None` for a
-    /// semaphore.
+    /// semaphore. Sampled on the system clock: every task of a pool with `max_queue_wait`
+    /// or an age-ordered queue (adaptive LIFO, CoDel), else one task in 16 per queuing
+    /// thread, chosen regardless of its wait (so its quantiles and mean are those of all
+    /// tasks, its count that of the sampled ones). With any other clock, every task.
     pub queue_time: Option<HistogramSnapshot>,
     /// How long admitted calls ran: a semaphore call from admission to the permit's
     /// return, a pool task on its worker. Recorded only for calls admitted while call

@@ -151,6 +151,33 @@ fn semaphore_config(permits: u32, max_wait_ms: u64) -> SemaphoreConfig {
 
 // ------------------------------------------------------------------ tracing
 
+/// On the system clock the queue-time histogram is sampled: of the tasks a thread queues,
+/// its first and every 16th after it, whatever their wait; a pool whose queue ages tasks
+/// (here `max_queue_wait`) times every one.
+#[test]
+fn on_the_system_clock_queue_times_are_sampled_unless_a_policy_needs_every_one() {
+    let sampled = ThreadPoolBulkhead::new("obs-queue-sampled", &pool_config(1, 1, 4));
+    let aged_config = ThreadPoolConfig {
+        max_queue_wait: Some(ConfigDuration::from_secs(60)),
+        ..pool_config(1, 1, 4)
+    };
+    let aged = ThreadPoolBulkhead::new("obs-queue-aged", &aged_config);
+    // A thread of its own: its count of queued tasks starts at 0.
+    thread::scope(|s| {
+        s.spawn(|| {
+            for pool in [&sampled, &aged] {
+                for n in 0..64u32 {
+                    assert_eq!(pool.call(n, |n| n + 1).ok(), Some(n + 1));
+                }
+            }
+        });
+    });
+    let count = |pool: &ThreadPoolBulkhead| pool.snapshot().queue_time.expect("a pool").count();
+    assert_eq!((count(&sampled), count(&aged)), (64 / 16, 64));
+    sampled.shutdown(Duration::ZERO);
+    aged.shutdown(Duration::ZERO);
+}
+
 #[test]
 fn pool_body_runs_in_a_bulkhead_span_whose_parent_is_the_callers_span() {
     capture();

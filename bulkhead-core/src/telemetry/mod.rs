@@ -12,7 +12,8 @@
 //! | [`Telemetry::on_finished`] | an admitted call is over | a branch on `None` |
 //! | [`Telemetry::refusals_observed`] | a call is refused | two relaxed loads; [`Telemetry::on_refused`] (`#[cold]`) only if true |
 //! | [`Telemetry::record_wait`] | an admitted call *had to wait* (slow path only) | two relaxed `fetch_add` |
-//! | [`Telemetry::record_queue_time`] | a worker takes a queued task | two relaxed `fetch_add` |
+//! | [`Telemetry::sample_queue_time`] | a pool queues a task the clock is not read for otherwise | a thread-local counter |
+//! | [`Telemetry::record_queue_time`] | a worker takes a queued task that was timed | two relaxed `fetch_add` |
 //!
 //! Nothing here allocates or locks on a call path: histograms are arrays of atomics, events
 //! are borrowed structs built only when [`events::is_listening`], and a disabled span is
@@ -38,8 +39,14 @@
 //! * The wait-time histogram counts every admitted call once: calls that waited are
 //!   recorded with their wait, the others are counted in the lowest bucket when a snapshot is
 //!   taken (`admitted - recorded`), so the fast path records nothing.
-//! * The queue-time histogram counts every task a worker took from the queue (to run it or
-//!   to fail it as stale), with its time in the queue.
+//! * The queue-time histogram counts the tasks a worker took from the queue (to run it or
+//!   to fail it as stale) that were timed, with their time in the queue: every task of a
+//!   pool with `max_queue_wait`, or while its queue orders or ages tasks (adaptive LIFO,
+//!   CoDel), or with a clock other than the system's ([`crate::clock::ManualClock`]: tests
+//!   see every task); otherwise one task in [`QUEUE_TIME_SAMPLE_EVERY`] per queuing thread
+//!   (its first, then every 16th), which spares the others two clock reads. Which tasks are
+//!   sampled does not depend on how long they wait, so the distribution, its quantiles and
+//!   its mean are those of all tasks; the count is of the sampled ones.
 //! * The call-duration histogram counts every admitted call that was timed: admitted while
 //!   someone listened to events (which [`events::time_calls`] does), so that
 //!   [`Telemetry::on_permitted`] gave it a start.
@@ -101,7 +108,13 @@ pub(crate) struct CallScope {
     pub started: Option<Instant>,
 }
 
+/// One task in this many is timed for the queue-time histogram when nothing else needs
+/// the time (see the module's invariants).
+pub(crate) const QUEUE_TIME_SAMPLE_EVERY: u32 = 16;
+
 thread_local! {
+    /// Tasks this thread queued that [`Telemetry::sample_queue_time`] was asked about.
+    static QUEUE_TIME_DRAWS: Cell<u32> = const { Cell::new(0) };
     /// Scopes of the synchronous permits held on this thread, by bulkhead id, innermost
     /// last: a sync permit keeps no scope of its own (no drop glue on its fast path).
     static SYNC_SCOPES: RefCell<Vec<(usize, Box<CallScope>)>> = const { RefCell::new(Vec::new()) };
@@ -122,6 +135,9 @@ pub(crate) struct Telemetry {
     duration: Histogram,
     /// How often refusals are logged.
     refusal_log: RefusalLog,
+    /// One in this many tasks (a power of two) is timed for `queue` when nothing else needs the time: 1
+    /// (every task) unless the clock is the system's.
+    queue_sample_every: u32,
     /// Read only when a snapshot is taken.
     thresholds: Mutex<SaturationThresholds>,
 }
@@ -129,9 +145,17 @@ pub(crate) struct Telemetry {
 impl Telemetry {
     pub(crate) fn new(name: BulkheadName, kind: Kind, clock: Arc<dyn Clock>) -> Self {
         let refusal_log = RefusalLog::new(clock.now());
+        // `SystemClock` (a unit struct) is the only clock whose `Debug` says so: any other
+        // (a test's `ManualClock`, a simulation's) has every queued task timed.
+        let system_clock = format!("{clock:?}") == "SystemClock";
         Telemetry {
             name,
             kind,
+            queue_sample_every: if system_clock {
+                QUEUE_TIME_SAMPLE_EVERY
+            } else {
+                1
+            },
             clock,
             wait: Histogram::default(),
             queue: Histogram::default(),
@@ -388,7 +412,22 @@ impl Telemetry {
         self.wait.record(waited);
     }
 
-    /// A worker took a task that had been queued for `queued`.
+    /// Whether to time a task being queued for the queue-time histogram, when nothing
+    /// else needs its time: one in [`QUEUE_TIME_SAMPLE_EVERY`] per thread (its first, then
+    /// every 16th), or every task with a clock other than the system's. One thread-local
+    /// counter.
+    #[inline]
+    pub(crate) fn sample_queue_time(&self) -> bool {
+        let every = self.queue_sample_every;
+        every <= 1
+            || QUEUE_TIME_DRAWS.with(|draws| {
+                let n = draws.get();
+                draws.set(n.wrapping_add(1));
+                n & (every - 1) == 0
+            })
+    }
+
+    /// A worker took a task that had been queued for `queued` (a timed one).
     #[inline]
     pub(crate) fn record_queue_time(&self, queued: Duration) {
         self.queue.record(queued);

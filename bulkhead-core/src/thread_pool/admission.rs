@@ -25,11 +25,12 @@ use crate::sync::Arc;
 use crate::{BulkheadError, Refused};
 
 /// Where an admitted call's task was queued: by which id it is cancelled or withdrawn, and
-/// when (on the pool's clock) it was queued.
+/// when (on the pool's clock) it was queued, if the time was read (always when the pool
+/// has a `max_queue_wait`: see `enqueue`).
 #[derive(Clone, Copy)]
 pub(crate) struct Queued {
     pub(crate) id: u64,
-    pub(crate) enqueued: Instant,
+    pub(crate) enqueued: Option<Instant>,
 }
 
 /// Where an admitted blocking call runs.
@@ -170,12 +171,20 @@ impl Shared {
     /// worker that goes idle clears `direct` and, after its own fence, looks at the inbox
     /// again before it parks: one of the two sees the other, so no task is left without a
     /// worker.
+    ///
+    /// The clock is read only when something needs the time: the caller's `max_queue_wait`
+    /// deadline, the queue's age policies (`queue_ages` without the lock, and the queue
+    /// stamps a task it gets untimed), or the queue-time histogram's sample
+    /// (`Telemetry::sample_queue_time`).
     pub(crate) fn enqueue(self: &Arc<Self>, job: JobRef) -> Option<Queued> {
         let id = job.id();
-        let enqueued = self.clock.now();
-        let entry = Entry { job, id, enqueued };
-        let queued = Queued { id, enqueued };
         if self.direct.load(Relaxed) {
+            let timed = self.queue_ages.load(Relaxed)
+                || self.max_queue_wait().is_some()
+                || self.telemetry.sample_queue_time();
+            let enqueued = timed.then(|| self.clock.now());
+            let queued = Queued { id, enqueued };
+            let entry = Entry { job, id, enqueued };
             self.inbox.push(entry);
             crate::sync::seq_cst_fence();
             if self.direct.load(Relaxed) {
@@ -193,12 +202,18 @@ impl Shared {
         let mut st = self.lock_state();
         if st.shutting_down {
             drop(st);
-            self.fail_admitted(entry.job, self.shut_down_error());
+            self.fail_admitted(job, self.shut_down_error());
             return None;
         }
-        st.queue.push(entry);
+        let timed = st.policy.needs_time()
+            || self.max_queue_wait().is_some()
+            || self.telemetry.sample_queue_time();
+        let enqueued = timed.then(|| self.clock.now());
+        let policy = st.policy;
+        st.queue
+            .push(Entry { job, id, enqueued }, &policy, || self.clock.now());
         self.find_worker(st);
-        Some(queued)
+        Some(Queued { id, enqueued })
     }
 
     /// With task `id` queued, makes sure a worker will take it. Any idle worker is claimed,
@@ -245,7 +260,7 @@ impl Shared {
     /// after it was queued), if the config limits the wait.
     #[inline]
     pub(crate) fn queue_deadline(&self, queued: &Queued) -> Option<Instant> {
-        queued.enqueued.checked_add(self.max_queue_wait()?)
+        queued.enqueued?.checked_add(self.max_queue_wait()?)
     }
 
     /// The caller's side of `max_queue_wait`: at its deadline a task still queued is taken
@@ -255,7 +270,9 @@ impl Shared {
         let now = self.clock.now();
         let entry = self.lock_state().queue.remove(queued.id, now);
         if let Some(entry) = entry {
-            let waited = now.saturating_duration_since(entry.enqueued);
+            let waited = entry
+                .enqueued
+                .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
             self.fail_stale(entry, waited);
         }
     }

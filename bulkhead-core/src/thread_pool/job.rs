@@ -84,63 +84,66 @@ pub(crate) trait Job: Send + Sync {
 
 /// The pool's handle on a job. Dropping it without [`run`](JobRef::run) or
 /// [`fail`](JobRef::fail) abandons the job, so its caller is never left waiting.
-pub(crate) struct JobRef(Option<Arc<dyn Job>>);
+pub(crate) struct JobRef(Arc<dyn Job>);
+
+/// Moves the job out of a handle whose `Drop` must not run (`JobRef`, `Finished`): the
+/// handle is consumed, so its `Drop` never sees the job it no longer owns, and the call
+/// sites carry no drop flag or empty case.
+macro_rules! into_job {
+    ($handle:expr) => {{
+        let handle = std::mem::ManuallyDrop::new($handle);
+        // SAFETY: the job is read out once, and `handle` is never used or dropped again.
+        unsafe { std::ptr::read(&handle.0) }
+    }};
+}
 
 impl JobRef {
     pub(crate) fn new(job: Arc<dyn Job>) -> Self {
-        JobRef(Some(job))
+        JobRef(job)
     }
 
     /// The job's identity while it is alive (its address), by which a caller that holds
     /// the job cancels it: unique among queued jobs, since each entry holds its job alive.
     pub(crate) fn id(&self) -> u64 {
-        self.0
-            .as_ref()
-            .map_or(0, |job| Arc::as_ptr(job).cast::<()>().addr() as u64)
+        Arc::as_ptr(&self.0).cast::<()>().addr() as u64
     }
 
     /// Runs the job on this thread; its caller is woken when the returned [`Finished`] is
     /// delivered (or dropped).
-    pub(crate) fn run(mut self) -> (CallOutcome, Finished) {
-        match self.0.take() {
-            Some(job) => (job.run(), Finished(Some(job))),
-            None => (CallOutcome::Cancelled, Finished(None)),
-        }
+    #[inline]
+    pub(crate) fn run(self) -> (CallOutcome, Finished) {
+        let job: Arc<dyn Job> = into_job!(self);
+        (job.run(), Finished(job))
     }
 
     /// Fails the job with `error`: its caller gets its input back.
-    pub(crate) fn fail(mut self, error: BulkheadError) {
-        if let Some(job) = self.0.take() {
-            job.fail(error);
-        }
+    pub(crate) fn fail(self, error: BulkheadError) {
+        let job: Arc<dyn Job> = into_job!(self);
+        job.fail(error);
     }
 }
 
 impl Drop for JobRef {
     fn drop(&mut self) {
-        if let Some(job) = self.0.take() {
-            job.abandon();
-        }
+        self.0.abandon();
     }
 }
 
 /// A job that has run and whose outcome is not yet delivered. Dropping it delivers.
-pub(crate) struct Finished(Option<Arc<dyn Job>>);
+pub(crate) struct Finished(Arc<dyn Job>);
 
 impl Finished {
     /// Wakes the caller with the outcome.
-    pub(crate) fn deliver(mut self) {
-        if let Some(job) = self.0.take() {
-            job.deliver();
-        }
+    #[inline]
+    pub(crate) fn deliver(self) {
+        let job: Arc<dyn Job> = into_job!(self);
+        job.deliver();
     }
 }
 
 impl Drop for Finished {
     fn drop(&mut self) {
-        if let Some(job) = self.0.take() {
-            job.deliver();
-        }
+        self.0.deliver();
     }
 }
 

@@ -34,7 +34,10 @@ pub(crate) struct Entry {
     pub job: JobRef,
     /// Lets an async caller that gives up remove its own task.
     pub id: u64,
-    pub enqueued: Instant,
+    /// When it was queued, on the pool's clock, if anything needed the time: a sampled
+    /// queue time, its caller's `max_queue_wait` deadline, or an age policy of the queue
+    /// (which stamps a task it receives without one: [`TaskQueue::push`]).
+    pub enqueued: Option<Instant>,
 }
 
 /// How tasks are taken: order and staleness limits (live-reloadable).
@@ -97,10 +100,23 @@ impl TaskQueue {
         self.entries.len()
     }
 
-    pub(crate) fn push(&mut self, entry: Entry) {
-        if self.entries.is_empty() {
+    /// Queues `entry`; under a `policy` that needs the time, a task not yet stamped is
+    /// stamped `now()` (a task that came through the inbox untimed ages from here).
+    #[inline]
+    pub(crate) fn push(
+        &mut self,
+        mut entry: Entry,
+        policy: &QueuePolicy,
+        now: impl FnOnce() -> Instant,
+    ) {
+        if entry.enqueued.is_none() && policy.needs_time() {
+            entry.enqueued = Some(now());
+        }
+        if self.entries.is_empty()
+            && let Some(at) = entry.enqueued
+        {
             // Empty until this very moment.
-            self.last_empty = entry.enqueued;
+            self.last_empty = at;
         }
         self.entries.push_back(entry);
     }
@@ -128,7 +144,10 @@ impl TaskQueue {
         if self.entries.is_empty() {
             self.last_empty = now;
         }
-        let waited = now.saturating_duration_since(entry.enqueued);
+        // Untimed: queued before the policy needed the time; it is not aged.
+        let waited = entry
+            .enqueued
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
         let too_old = policy.max_queue_wait.is_some_and(|max| waited > max)
             || (standing && policy.codel.is_some_and(|(target, _)| waited > target));
         Some(if too_old {
@@ -181,7 +200,7 @@ mod tests {
         Entry {
             job: JobRef::new(Arc::new(Nop)),
             id,
-            enqueued: at,
+            enqueued: Some(at),
         }
     }
 
@@ -208,9 +227,9 @@ mod tests {
             ..FIFO
         };
         let mut q = TaskQueue::new(t0);
-        (1..=3).for_each(|id| q.push(entry(id, t0)));
+        (1..=3).for_each(|id| q.push(entry(id, t0), &policy, || t0));
         assert_eq!(ids(&mut q, t0, &policy), [(1, true), (2, true), (3, true)]);
-        (1..=3).for_each(|id| q.push(entry(id, t0)));
+        (1..=3).for_each(|id| q.push(entry(id, t0), &policy, || t0));
         let later = t0 + DEFAULT_STANDING_INTERVAL;
         assert_eq!(
             ids(&mut q, later, &policy),
@@ -227,11 +246,11 @@ mod tests {
             ..FIFO
         };
         let mut q = TaskQueue::new(t0);
-        q.push(entry(1, t0));
+        q.push(entry(1, t0), &policy, || t0);
         // 50 ms old, but the queue was empty 50 ms ago: not standing, runs.
         assert_eq!(ids(&mut q, t0 + ms(50), &policy), [(1, true)]);
-        q.push(entry(2, t0 + ms(50)));
-        q.push(entry(3, t0 + ms(148)));
+        q.push(entry(2, t0 + ms(50)), &policy, || t0);
+        q.push(entry(3, t0 + ms(148)), &policy, || t0);
         // Standing since t0+50: 2 waited 100 ms > 5 ms, 3 waited 2 ms.
         assert_eq!(ids(&mut q, t0 + ms(150), &policy), [(2, false), (3, true)]);
     }
@@ -244,9 +263,33 @@ mod tests {
             ..FIFO
         };
         let mut q = TaskQueue::new(t0);
-        q.push(entry(1, t0));
-        q.push(entry(2, t0 + Duration::from_millis(5)));
+        q.push(entry(1, t0), &policy, || t0);
+        q.push(entry(2, t0 + Duration::from_millis(5)), &policy, || t0);
         let now = t0 + Duration::from_millis(11);
         assert_eq!(ids(&mut q, now, &policy), [(1, false), (2, true)]);
+    }
+
+    /// A task queued untimed (nothing needed the time then) is stamped when it reaches a
+    /// queue whose policy ages tasks, and aged from there; one that stays untimed (its
+    /// policy came later) is never failed for its age.
+    #[test]
+    fn untimed_tasks_age_from_when_an_age_policy_queues_them() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let policy = QueuePolicy {
+            max_queue_wait: Some(ms(10)),
+            ..FIFO
+        };
+        let untimed = |id| Entry {
+            enqueued: None,
+            ..entry(id, t0)
+        };
+        let mut q = TaskQueue::new(t0);
+        q.push(untimed(1), &policy, || t0 + ms(5));
+        q.push(untimed(2), &FIFO, || {
+            unreachable!("plain FIFO reads no time")
+        });
+        // 1 waited 11 ms from its stamp; 2 has none, so it is not aged.
+        assert_eq!(ids(&mut q, t0 + ms(16), &policy), [(1, false), (2, true)]);
     }
 }

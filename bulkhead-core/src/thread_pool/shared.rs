@@ -100,6 +100,13 @@ pub(crate) struct Shared {
     /// any decision (the worker still parks, and the unpark token wakes it), so a plain std
     /// atomic, outside the loom models.
     pub(super) idle_claims: std::sync::atomic::AtomicU64,
+    /// The queue's policy needs the time (`QueuePolicy::needs_time`), as of the last
+    /// unlock (`StateGuard`'s drop): `enqueue` then reads the clock for a task it queues
+    /// without the lock. A hint, like `idle_claims`: a task queued untimed as a policy that
+    /// ages tasks comes in is stamped when a lock holder moves it into the queue
+    /// (`TaskQueue::push`), so no decision depends on it (a plain std atomic, outside the
+    /// loom models).
+    pub(super) queue_ages: std::sync::atomic::AtomicBool,
     /// Partitions and per-key caps in front of admission (`crate::shares`).
     pub shares: crate::shares::Layers,
 }
@@ -299,6 +306,9 @@ impl Shared {
             take_free: AtomicBool::new(false),
             thread_name_prefix,
             idle_claims: std::sync::atomic::AtomicU64::new(0),
+            queue_ages: std::sync::atomic::AtomicBool::new(
+                QueuePolicy::from_config(config).needs_time(),
+            ),
             shares: crate::shares::Layers::default(),
             adaptive: Controller::new(),
             declared: parking_lot::Mutex::new(config.clone()),
@@ -345,9 +355,10 @@ impl Shared {
         // No `is_empty` first: under load the inbox has tasks, and each look at it reads
         // the end the callers write.
         let mut moved = false;
+        let policy = state.policy;
         while let Some(entry) = self.inbox.pop() {
             moved = true;
-            state.queue.push(entry);
+            state.queue.push(entry, &policy, || self.clock.now());
             if let Some((_, worker)) = state.idle.pop() {
                 state.pending += 1;
                 self.idle_claims.fetch_add(1, Relaxed);
@@ -535,6 +546,7 @@ impl DerefMut for StateGuard<'_> {
 }
 
 impl Drop for StateGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         // Still under the lock (the guard field drops after this).
         let direct = self.state.allows_direct();
@@ -544,6 +556,10 @@ impl Drop for StateGuard<'_> {
         let take_free = self.state.allows_take_free(direct);
         if self.shared.take_free.load(Relaxed) != take_free {
             self.shared.take_free.store(take_free, Relaxed);
+        }
+        let ages = self.state.policy.needs_time();
+        if self.shared.queue_ages.load(Relaxed) != ages {
+            self.shared.queue_ages.store(ages, Relaxed);
         }
     }
 }

@@ -170,11 +170,12 @@ impl Shared {
     }
 
     /// Runs a task this worker took, `active` tasks running with it: its queue time
-    /// recorded, its run reported to listeners.
+    /// recorded (if it was timed: see `Shared::enqueue`), its run reported to listeners.
     fn run_entry(self: &Arc<Self>, entry: Entry, active: u32) -> WorkerState {
         let telemetry = &self.telemetry;
-        let queued = self.clock.now().saturating_duration_since(entry.enqueued);
-        telemetry.record_queue_time(queued);
+        if let Some(enqueued) = entry.enqueued {
+            telemetry.record_queue_time(self.clock.now().saturating_duration_since(enqueued));
+        }
         let started = telemetry.run_started();
         let (outcome, finished) = self.run_taken(entry.job, active);
         telemetry.on_finished(started, outcome);
