@@ -33,6 +33,14 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 
     /// A future that completes once this clock reaches `deadline`. Needs no async runtime.
     fn sleep_until(&self, deadline: Instant) -> Sleep;
+
+    /// True when this clock is the machine's own time, as [`SystemClock`] is. On such a
+    /// clock a thread pool reads the time for its queue-time histogram for a sample of its
+    /// tasks only; on any other (the default: a test's [`ManualClock`], a simulation's)
+    /// every queued task is timed, so its waits are exact.
+    fn is_system_time(&self) -> bool {
+        false
+    }
 }
 
 /// The real clock: [`Instant::now`], thread parking with a timeout, and a runtime-free timer.
@@ -54,6 +62,10 @@ impl Clock for SystemClock {
     fn sleep_until(&self, deadline: Instant) -> Sleep {
         let remaining = deadline.saturating_duration_since(Instant::now());
         Box::pin(futures_timer::Delay::new(remaining))
+    }
+
+    fn is_system_time(&self) -> bool {
+        true
     }
 }
 

@@ -51,7 +51,8 @@ pub struct BulkheadSnapshot {
     /// semaphore. Sampled on the system clock: every task of a pool with `max_queue_wait`
     /// or an age-ordered queue (adaptive LIFO, CoDel), else one task in 16 per queuing
     /// thread, chosen regardless of its wait (so its quantiles and mean are those of all
-    /// tasks, its count that of the sampled ones). With any other clock, every task.
+    /// tasks, its count that of the sampled ones). On a clock that is not the system's
+    /// ([`Clock::is_system_time`](crate::clock::Clock::is_system_time)), every task.
     pub queue_time: Option<HistogramSnapshot>,
     /// How long admitted calls ran: a semaphore call from admission to the permit's
     /// return, a pool task on its worker. Recorded only for calls admitted while call

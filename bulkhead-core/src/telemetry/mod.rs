@@ -145,9 +145,9 @@ pub(crate) struct Telemetry {
 impl Telemetry {
     pub(crate) fn new(name: BulkheadName, kind: Kind, clock: Arc<dyn Clock>) -> Self {
         let refusal_log = RefusalLog::new(clock.now());
-        // `SystemClock` (a unit struct) is the only clock whose `Debug` says so: any other
-        // (a test's `ManualClock`, a simulation's) has every queued task timed.
-        let system_clock = format!("{clock:?}") == "SystemClock";
+        // Any clock but the machine's (a test's `ManualClock`, a simulation's) has every
+        // queued task timed.
+        let system_clock = clock.is_system_time();
         Telemetry {
             name,
             kind,

@@ -142,8 +142,10 @@ impl Finished {
 }
 
 impl Drop for Finished {
+    /// Only when not delivered by [`deliver`](Finished::deliver) (an unwinding worker):
+    /// the job gets a handle of its own, and this one is dropped right after.
     fn drop(&mut self) {
-        self.0.deliver();
+        Arc::clone(&self.0).deliver();
     }
 }
 

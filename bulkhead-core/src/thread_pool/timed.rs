@@ -151,8 +151,9 @@ impl ThreadPoolBulkhead {
     }
 
     /// How long a queued call can expect to wait for a worker: the mean time the calls
-    /// queued so far waited (`None` before any call was queued). An estimate for a client's
-    /// `Retry-After`, not a promise.
+    /// queued so far waited, over the sample the queue-time histogram holds
+    /// ([`BulkheadSnapshot::queue_time`](crate::BulkheadSnapshot::queue_time); `None` before
+    /// any was timed). An estimate for a client's `Retry-After`, not a promise.
     pub fn expected_queue_wait(&self) -> Option<Duration> {
         let queued = self.shared().telemetry.queue_time();
         let count = u32::try_from(queued.count()).unwrap_or(u32::MAX);
