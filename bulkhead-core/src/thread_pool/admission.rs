@@ -179,10 +179,7 @@ impl Shared {
     pub(crate) fn enqueue(self: &Arc<Self>, job: JobRef) -> Option<Queued> {
         let id = job.id();
         if self.direct.load(Relaxed) {
-            let timed = self.queue_ages.load(Relaxed)
-                || self.max_queue_wait().is_some()
-                || self.telemetry.sample_queue_time();
-            let enqueued = timed.then(|| self.clock.now());
+            let enqueued = self.enqueue_stamp(self.queue_ages.load(Relaxed));
             let queued = Queued { id, enqueued };
             let entry = Entry { job, id, enqueued };
             self.inbox.push(entry);
@@ -205,15 +202,21 @@ impl Shared {
             self.fail_admitted(job, self.shut_down_error());
             return None;
         }
-        let timed = st.policy.needs_time()
-            || self.max_queue_wait().is_some()
-            || self.telemetry.sample_queue_time();
-        let enqueued = timed.then(|| self.clock.now());
+        let enqueued = self.enqueue_stamp(st.policy.needs_time());
         let policy = st.policy;
         st.queue
             .push(Entry { job, id, enqueued }, &policy, || self.clock.now());
         self.find_worker(st);
         Some(Queued { id, enqueued })
+    }
+
+    /// The time a task queued now is stamped with, if anything needs it: `ages` (the
+    /// queue orders or ages tasks), the pool's `max_queue_wait`, or the queue-time
+    /// histogram's sample.
+    #[inline]
+    fn enqueue_stamp(&self, ages: bool) -> Option<Instant> {
+        let timed = ages || self.max_queue_wait().is_some() || self.telemetry.sample_queue_time();
+        timed.then(|| self.clock.now())
     }
 
     /// With task `id` queued, makes sure a worker will take it. Any idle worker is claimed,
