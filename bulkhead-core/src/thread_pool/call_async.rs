@@ -30,13 +30,23 @@ use crate::{BulkheadError, Refused, reentry};
 /// never runs, counted as cancelled); while the task runs, it finishes and the result is
 /// discarded.
 #[must_use = "futures do nothing unless polled"]
-pub struct CallAsync<I, F, Fut: Future> {
-    /// The pool; `None` for a call refused when it was made (state `Refused`).
-    pool: Option<ThreadPoolBulkhead>,
+pub struct CallAsync<I, F, Fut: Future>(Call<I, F, Fut>);
+
+/// A call refused when it was made holds nothing but its refusal, so dropping it costs a
+/// check (the admissible call's drop glue is out of line).
+enum Call<I, F, Fut: Future> {
+    /// Refused when the call was made (a full pool under `on_full: abort`); taken by the
+    /// first poll.
+    Refused(Option<Refused<I>>),
+    Admissible(Admissible<I, F, Fut>),
+}
+
+/// A call decided at its first poll.
+struct Admissible<I, F, Fut: Future> {
+    pool: ThreadPoolBulkhead,
     state: State<I, F, Fut>,
     /// The call's span (a child of the span current when the call was made), entered during
-    /// each poll, so the job captures it and enters it on the worker; `None` for a call
-    /// refused when it was made.
+    /// each poll, so the job captures it and enters it on the worker.
     span: Option<tracing::Span>,
     /// Only borrows room (a partition at or above its share): never waits, never runs on
     /// its caller ([`borrowing`](Self::borrowing)).
@@ -44,9 +54,6 @@ pub struct CallAsync<I, F, Fut: Future> {
 }
 
 enum State<I, F, Fut: Future> {
-    /// Refused when the call was made (a full pool under `on_full: abort`); taken by the
-    /// first poll.
-    Refused(Option<Refused<I>>),
     Start(I, F),
     /// A rate-limit permission of a coming period is reserved: waiting for it to start (at
     /// the instant held, when the sleep fires).
@@ -100,59 +107,40 @@ where
             && shared.is_full()
             && !reentry::is_inside(shared.id())
         {
-            return CallAsync {
-                pool: None,
-                state: State::Refused(Some(shared.refused_full(input))),
-                span: None,
-                borrowing: false,
-            };
+            return CallAsync(Call::Refused(Some(shared.refused_full(input))));
         }
-        Self::admissible(pool, input, body)
+        CallAsync(Call::Admissible(Admissible::new(pool, input, body, false)))
     }
 
     /// A call that only borrows room (a partition at or above its share): admitted at its
     /// first poll if a slot is free and nobody waits for room, else refused `Full`; never
     /// waits for room, never runs on its caller.
     pub(crate) fn borrowing(pool: &ThreadPoolBulkhead, input: I, body: F) -> Self {
-        let mut call = Self::admissible(pool, input, body);
-        call.borrowing = true;
-        call
+        CallAsync(Call::Admissible(Admissible::new(pool, input, body, true)))
     }
+}
 
+impl<I, F, Fut> Admissible<I, F, Fut>
+where
+    I: Send + 'static,
+    F: FnOnce(I) -> Fut + Send + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
     /// A call that is decided at its first poll.
     #[inline(never)]
-    fn admissible(pool: &ThreadPoolBulkhead, input: I, body: F) -> Self {
+    fn new(pool: &ThreadPoolBulkhead, input: I, body: F, borrowing: bool) -> Self {
         let shared = pool.shared();
-        CallAsync {
+        Admissible {
             span: Some(shared.telemetry.call_span()),
-            pool: Some(pool.clone()),
+            pool: pool.clone(),
             state: State::Start(input, body),
-            borrowing: false,
-        }
-    }
-
-    /// The pool of a call that was not refused when it was made.
-    fn pool(&self) -> &ThreadPoolBulkhead {
-        match &self.pool {
-            Some(pool) => pool,
-            None => unreachable!("only a call refused when made has no pool"),
-        }
-    }
-
-    /// The refusal of a call refused when it was made, once.
-    #[inline]
-    fn take_refusal(&mut self) -> Refused<I> {
-        match &mut self.state {
-            State::Refused(refused) => match refused.take() {
-                Some(refused) => refused,
-                None => panic!("`CallAsync` polled after it completed"),
-            },
-            _ => unreachable_state(),
+            borrowing,
         }
     }
 
     fn submit(&self, input: I, body: F) -> State<I, F, Fut> {
-        let shared = self.pool().shared();
+        let shared = self.pool.shared();
         shared.counters.permitted.fetch_add(1, Relaxed);
         shared.telemetry.on_permitted();
         let (job, task) = AsyncTask::<I, F, Fut::Output>::job(input, body);
@@ -169,10 +157,10 @@ where
         }
     }
 
-    fn refused(&self, input: I, error: BulkheadError) -> Poll<<Self as Future>::Output> {
+    fn refused(&self, input: I, error: BulkheadError) -> Poll<Result<Fut::Output, Refused<I>>> {
         Poll::Ready(Err(Refused {
             input,
-            error: self.pool().shared().refuse(error),
+            error: self.pool.shared().refuse(error),
         }))
     }
 }
@@ -188,15 +176,17 @@ where
 
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        if this.pool.is_none() {
-            return Poll::Ready(Err(this.take_refusal()));
+        match &mut self.0 {
+            Call::Refused(refused) => match refused.take() {
+                Some(refused) => Poll::Ready(Err(refused)),
+                None => panic!("`CallAsync` polled after it completed"),
+            },
+            Call::Admissible(call) => call.poll(cx),
         }
-        this.poll_admissible(cx)
     }
 }
 
-impl<I, F, Fut> CallAsync<I, F, Fut>
+impl<I, F, Fut> Admissible<I, F, Fut>
 where
     I: Send + 'static,
     F: FnOnce(I) -> Fut + Send + 'static,
@@ -205,12 +195,9 @@ where
 {
     /// A poll of a call that was not refused when it was made.
     #[inline(never)]
-    fn poll_admissible(&mut self, cx: &mut Context<'_>) -> Poll<<Self as Future>::Output> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut::Output, Refused<I>>> {
         let this = self;
-        let Some(pool) = &this.pool else {
-            unreachable_state()
-        };
-        let shared = &**pool.shared();
+        let shared = &**this.pool.shared();
         let _span = this.span.as_ref().map(tracing::Span::enter);
         loop {
             // Handed to the pool: the common poll, with nothing moved.
@@ -415,9 +402,7 @@ where
                     };
                     return Poll::Pending;
                 }
-                State::Submitted { .. } | State::Inline { .. } | State::Refused(..) => {
-                    unreachable_state()
-                }
+                State::Submitted { .. } | State::Inline { .. } => unreachable_state(),
                 State::Done => panic!("`CallAsync` polled after completion"),
             }
         }
@@ -429,12 +414,9 @@ fn unreachable_state() -> ! {
     panic!("bulkhead bug: a state handled elsewhere")
 }
 
-impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
+impl<I, F, Fut: Future> Drop for Admissible<I, F, Fut> {
     fn drop(&mut self) {
-        let Some(pool) = &self.pool else {
-            return;
-        };
-        let shared = pool.shared();
+        let shared = self.pool.shared();
         match &self.state {
             // A reserved rate-limit permission nobody will use: give it back.
             State::RateWait(.., at) => shared.rate.give_back(*at),
@@ -468,8 +450,13 @@ impl<I, F, Fut: Future> Drop for CallAsync<I, F, Fut> {
 
 impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match self.state {
-            State::Refused(..) => "refused",
+        let Call::Admissible(call) = &self.0 else {
+            return f
+                .debug_struct("CallAsync")
+                .field("state", &"refused")
+                .finish_non_exhaustive();
+        };
+        let state = match call.state {
             State::Start(..) | State::PastRateLimit(..) => "start",
             State::RateWait(..) => "waiting for the rate limit",
             State::Waiting { .. } => "waiting for room",
@@ -478,10 +465,7 @@ impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
             State::Done => "done",
         };
         f.debug_struct("CallAsync")
-            .field(
-                "bulkhead",
-                &self.pool.as_ref().map(ThreadPoolBulkhead::name),
-            )
+            .field("bulkhead", &call.pool.name())
             .field("state", &state)
             .finish()
     }
