@@ -120,6 +120,27 @@ where
     }
 }
 
+impl<I, F, Fut> Future for CallAsync<I, F, Fut>
+where
+    I: Send + 'static,
+    F: FnOnce(I) -> Fut + Send + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    type Output = Result<Fut::Output, Refused<I>>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.0 {
+            Call::Refused(refused) => match refused.take() {
+                Some(refused) => Poll::Ready(Err(refused)),
+                None => panic!("`CallAsync` polled after it completed"),
+            },
+            Call::Admissible(call) => call.poll(cx),
+        }
+    }
+}
+
 impl<I, F, Fut> Admissible<I, F, Fut>
 where
     I: Send + 'static,
@@ -163,36 +184,7 @@ where
             error: self.pool.shared().refuse(error),
         }))
     }
-}
 
-impl<I, F, Fut> Future for CallAsync<I, F, Fut>
-where
-    I: Send + 'static,
-    F: FnOnce(I) -> Fut + Send + 'static,
-    Fut: Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    type Output = Result<Fut::Output, Refused<I>>;
-
-    #[inline]
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.0 {
-            Call::Refused(refused) => match refused.take() {
-                Some(refused) => Poll::Ready(Err(refused)),
-                None => panic!("`CallAsync` polled after it completed"),
-            },
-            Call::Admissible(call) => call.poll(cx),
-        }
-    }
-}
-
-impl<I, F, Fut> Admissible<I, F, Fut>
-where
-    I: Send + 'static,
-    F: FnOnce(I) -> Fut + Send + 'static,
-    Fut: Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
     /// A poll of a call that was not refused when it was made.
     #[inline(never)]
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut::Output, Refused<I>>> {
