@@ -11,14 +11,16 @@ mod support;
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::mpsc;
 use std::task::{Context, Poll, Waker};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bulkhead_config_types::{OnFull, ThreadPoolConfig};
 use bulkhead_core::{
-    BulkheadError, BulkheadSnapshot, Refused, SemaphoreBulkhead, ThreadPoolBulkhead,
+    BulkheadError, BulkheadSnapshot, Clock, ManualClock, Refused, SemaphoreBulkhead, Sleep,
+    ThreadPoolBulkhead,
 };
 use futures_executor::block_on;
 use support::{Gate, manual_clock, poll_once, pool_config, semaphore, wait_until, yield_once};
@@ -263,6 +265,87 @@ fn semaphore_waiters_time_out_once_when_the_clock_jumps_years_ahead() {
         assert!(matches!(err, BulkheadError::Timeout { .. }), "{err:?}");
     }
     drop(held);
+    assert_semaphore_at_rest(&bulkhead);
+    assert_eq!(bulkhead.snapshot().calls.refused.timeout, 3);
+}
+
+/// A clock whose timers wake their waker from inside every poll, then wait on a
+/// [`ManualClock`]: a spurious wake the `Future` contract allows, and what futures-timer (the
+/// system clock's timer) does when it fires while being registered.
+#[derive(Debug)]
+struct WakesInsidePoll(ManualClock);
+
+impl Clock for WakesInsidePoll {
+    fn now(&self) -> Instant {
+        self.0.now()
+    }
+
+    fn park_until(&self, deadline: Instant) {
+        self.0.park_until(deadline);
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        let mut inner = self.0.sleep_until(deadline);
+        Box::pin(std::future::poll_fn(move |cx| {
+            cx.waker().wake_by_ref();
+            inner.as_mut().poll(cx)
+        }))
+    }
+}
+
+#[test]
+fn semaphore_queue_timer_waking_inside_its_own_poll_neither_deadlocks_nor_loses_the_timeout() {
+    // The queue's one `max_wait` timer is armed under the queue lock; its waker expiring
+    // waiters takes that lock. A wake from inside the arming poll used to take it again on
+    // the same thread: the caller, and then every caller of the bulkhead, hung for good.
+    let clock = ManualClock::new();
+    let bulkhead = SemaphoreBulkhead::with_clock(
+        "wakes-inside-poll",
+        &semaphore(1, 100),
+        Arc::new(WakesInsidePoll(clock.clone())),
+    );
+    let inside = bulkhead.clone();
+    let outcomes = no_hang("async waiters queued behind a held permit", move || {
+        let bulkhead = inside;
+        // Held on another thread: a call on the holder's own thread would be re-entrant.
+        let (held_tx, held_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let holder = thread::spawn({
+            let bulkhead = bulkhead.clone();
+            move || {
+                let _permit = bulkhead.try_acquire().unwrap();
+                held_tx.send(()).unwrap();
+                let _ = release_rx.recv();
+            }
+        });
+        held_rx.recv().unwrap();
+        let mut waiters: Vec<_> = (0..3)
+            .map(|_| Box::pin(bulkhead.call_async(async { 7 })))
+            .collect();
+        for waiter in &mut waiters {
+            let polled = poll_once(waiter);
+            assert!(
+                polled.is_pending(),
+                "queued behind the held permit: {polled:?}"
+            );
+        }
+        assert_eq!(bulkhead.snapshot().waiting, 3);
+        // Not yet due: the inline wakes expired nobody.
+        clock.advance(Duration::from_millis(99));
+        assert_eq!(bulkhead.snapshot().waiting, 3);
+        // Due: the timer, armed through all those inline wakes, still fires.
+        clock.advance(Duration::from_millis(1));
+        let outcomes: Vec<_> = waiters.iter_mut().map(poll_once).collect();
+        drop(release_tx);
+        holder.join().unwrap();
+        outcomes
+    });
+    for polled in outcomes {
+        assert!(
+            matches!(polled, Poll::Ready(Err(BulkheadError::Timeout { .. }))),
+            "{polled:?}"
+        );
+    }
     assert_semaphore_at_rest(&bulkhead);
     assert_eq!(bulkhead.snapshot().calls.refused.timeout, 3);
 }

@@ -194,19 +194,22 @@ fn waiter_and_timer(
 
 #[test]
 fn a_timeout_racing_a_release_loses_no_permit() {
-    model(|| {
-        let clock = ModelClock::new();
-        let b = bulkhead(1, &clock);
-        let held = block_on(b.acquire_async()).unwrap();
-        let (waiter, timer) = waiter_and_timer(&b, &clock);
-        drop(held);
-        let admitted = waiter.join().unwrap();
-        timer.join().unwrap();
-        assert_at_rest(&b, 1);
-        let c = b.snapshot().calls;
-        assert_eq!(c.permitted, 1 + u64::from(admitted), "{c:?}");
-        assert_eq!(c.refused.timeout, u64::from(!admitted), "{c:?}");
-    });
+    model(|| a_timeout_racing_a_release(&ModelClock::new()));
+}
+
+/// An async waiter's `max_wait` timer fires (on `clock`) while the permit it waits for is
+/// released: it is admitted or timed out, once, and the semaphore ends at rest.
+fn a_timeout_racing_a_release(clock: &ModelClock) {
+    let b = bulkhead(1, clock);
+    let held = block_on(b.acquire_async()).unwrap();
+    let (waiter, timer) = waiter_and_timer(&b, clock);
+    drop(held);
+    let admitted = waiter.join().unwrap();
+    timer.join().unwrap();
+    assert_at_rest(&b, 1);
+    let c = b.snapshot().calls;
+    assert_eq!(c.permitted, 1 + u64::from(admitted), "{c:?}");
+    assert_eq!(c.refused.timeout, u64::from(!admitted), "{c:?}");
 }
 
 /// Two async waiters share the queue's one `max_wait` timer: its firing races a release,
@@ -236,6 +239,16 @@ fn the_queue_timer_racing_a_release_and_a_waiter_giving_up_loses_nothing() {
         let permitted = 1 + u64::from(admitted) + u64::from(quitter_admitted);
         assert_eq!(c.permitted, permitted, "{c:?}");
     });
+}
+
+/// The queue's timer is armed (polled) under the queue lock, and a timer that fires while
+/// it registers may wake its waker from inside that poll, as futures-timer's does; a wake
+/// from the timer's own thread may come at the same moment. Either is handed to the armer:
+/// the waiter is timed out once (or admitted by the release), and no thread waits on the
+/// lock it holds.
+#[test]
+fn the_queue_timer_woken_inside_its_own_poll_times_the_waiter_out_once() {
+    model(|| a_timeout_racing_a_release(&ModelClock::waking_inside_poll()));
 }
 
 #[test]

@@ -143,6 +143,29 @@ fn work(seed: u64) -> u64 {
     (0..200).fold(seed, |acc, i| acc.rotate_left(5) ^ i)
 }
 
+/// How long after its time bound a soak may take to stop its callers before it is a hang.
+const HANG_AFTER: Duration = Duration::from_secs(60);
+
+/// Ends the whole process, with the reason, if the returned sender is not dropped within
+/// `limit`: a deadlocked caller would otherwise hold the test (and CI) until its time
+/// limit, with nothing said. A liveness guard, not a timing assertion: the soak stops its
+/// callers within a few milliseconds of its bound.
+fn hang_guard(what: &str, limit: Duration) -> std::sync::mpsc::Sender<()> {
+    let (finished, watch) = std::sync::mpsc::channel::<()>();
+    let what = what.to_owned();
+    thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watch.recv_timeout(limit) {
+            eprintln!(
+                "soak {what}: the callers had not stopped {}s after the soak's bound: a hang \
+                 (a deadlock or a lost wake-up); attach a debugger to see where",
+                HANG_AFTER.as_secs()
+            );
+            std::process::exit(101);
+        }
+    });
+    finished
+}
+
 /// Drives `callers` threads, each calling `one_call(caller, n)` until a bound is reached,
 /// while `controller` runs alongside; samples RSS after a warm-up and at the end.
 fn soak(
@@ -156,6 +179,7 @@ fn soak(
     let bounds = Bounds::from_env();
     let stop = AtomicBool::new(false);
     let started = Instant::now();
+    let finished = hang_guard(what, bounds.time + HANG_AFTER);
     let barrier = Barrier::new(callers + 1);
     let (rss_start, rss_end) = thread::scope(|s| {
         for caller in 0..callers {
@@ -183,6 +207,7 @@ fn soak(
         stop.store(true, Relaxed);
         (rss_start.unwrap_or(rss_end), rss_end)
     });
+    drop(finished);
     let elapsed = started.elapsed();
     eprintln!(
         "soak {what}: {} calls by {callers} callers in {:.1}s ({} ok, {} panicked, {} dropped, \

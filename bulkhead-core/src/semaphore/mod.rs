@@ -35,7 +35,7 @@ use crate::rate_limit::RateLimiter;
 use crate::stats::Counters;
 // The handle and the clock are plain `std` Arcs (not part of a loom model); waiters, which
 // cross threads through the queue, use the shim's.
-use crate::sync::{AtomicBool, AtomicIsize, AtomicU32, AtomicU64, Mutex};
+use crate::sync::{AtomicBool, AtomicIsize, AtomicU8, AtomicU32, AtomicU64, Mutex};
 use crate::telemetry::Telemetry;
 use crate::{BulkheadError, BulkheadName};
 
@@ -108,6 +108,9 @@ struct Shared {
     call_timeout: CallTimeout,
     /// Wakes the queue's one `max_wait` timer (`deadlines.rs`).
     timer_waker: Waker,
+    /// Whether the queue's timer is being armed under the queue lock, and whether its
+    /// waker was woken meanwhile (`deadlines.rs`): such a wake is handed to the armer.
+    timer_arming: AtomicU8,
     /// Partitions and per-key caps, in front of admission (`crate::shares`).
     shares: crate::shares::Layers,
 }
@@ -144,6 +147,7 @@ impl SemaphoreBulkhead {
                 counters: Counters::default(),
                 call_timeout: CallTimeout::default(),
                 timer_waker: deadlines::timer_waker(me.clone()),
+                timer_arming: AtomicU8::new(deadlines::IDLE),
                 shares: crate::shares::Layers::default(),
             }),
         }

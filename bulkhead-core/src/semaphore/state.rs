@@ -105,7 +105,6 @@ pub(super) enum Wake {
     Thread(Thread),
     Task(Waker),
     /// A spare waiter between two waits: wakes nobody.
-    #[cfg_attr(loom, allow(dead_code))]
     Spare,
 }
 
@@ -165,10 +164,14 @@ impl Waiter {
         self.status.load(AcquireOrd)
     }
 
+    /// Wakes the waiter, once: its wait has just ended (it left `WAITING` under the queue
+    /// lock). The waker is taken out of its lock before it runs, since a waker may do
+    /// anything — poll the task inline, which updates this very waker.
     pub(super) fn wake(&self) {
-        match &*self.wake.lock() {
+        let wake = std::mem::replace(&mut *self.wake.lock(), Wake::Spare);
+        match wake {
             Wake::Thread(thread) => thread.unpark(),
-            Wake::Task(waker) => waker.wake_by_ref(),
+            Wake::Task(waker) => waker.wake(),
             Wake::Spare => {}
         }
     }

@@ -23,6 +23,9 @@ struct ClockState {
     base: Instant,
     fired: AtomicBool,
     sleepers: Mutex<Vec<Waker>>,
+    /// A sleep that finds it fired while registering wakes its waker from inside the poll
+    /// (as futures-timer's does) instead of returning `Ready`.
+    wakes_inside_poll: bool,
 }
 
 impl fmt::Debug for ModelClock {
@@ -33,10 +36,23 @@ impl fmt::Debug for ModelClock {
 
 impl ModelClock {
     pub(crate) fn new() -> ModelClock {
+        Self::with_late_fire(false)
+    }
+
+    /// A clock whose sleeps, when the clock fires while they register, wake their waker
+    /// from inside the poll and return `Pending` (futures-timer's behaviour, which the
+    /// system clock's timer has), instead of returning `Ready`.
+    #[allow(dead_code, reason = "the semaphore's models use it, the pool's do not")]
+    pub(crate) fn waking_inside_poll() -> ModelClock {
+        Self::with_late_fire(true)
+    }
+
+    fn with_late_fire(wakes_inside_poll: bool) -> ModelClock {
         ModelClock(std::sync::Arc::new(ClockState {
             base: Instant::now(),
             fired: AtomicBool::new(false),
             sleepers: Mutex::new(Vec::new()),
+            wakes_inside_poll,
         }))
     }
 
@@ -92,6 +108,10 @@ impl Future for ModelSleep {
             .push(cx.waker().clone());
         // Fired between the look and the registration: `fire` may have missed this waker.
         if self.clock.now() >= self.deadline {
+            if self.clock.0.wakes_inside_poll {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             Poll::Ready(())
         } else {
             Poll::Pending
