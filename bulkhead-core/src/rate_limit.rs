@@ -63,6 +63,7 @@ mod cluster;
 mod leases;
 mod state;
 
+pub(crate) use leases::Lease;
 pub use leases::LeaseSnapshot;
 
 use cluster::{ClusterStore, Decision, Report};
@@ -234,28 +235,22 @@ impl RateLimiter {
         self.leases.is_enabled()
     }
 
-    /// A call admitted by the semaphore's count takes its cluster lease (nothing without
-    /// a cluster-wide concurrency limit).
+    /// A call admitted by the semaphore's count takes its cluster lease (`None` without
+    /// a cluster-wide concurrency limit); its permit keeps the lease for
+    /// [`end_call`](Self::end_call).
     ///
     /// # Errors
     ///
     /// [`BulkheadError::Full`] when the cluster has no lease free, or Redis could not
     /// answer and `on_store_error` refuses.
-    #[inline]
-    pub(crate) fn begin_call(&self) -> Result<(), BulkheadError> {
-        if self.leases.is_enabled() {
-            self.leases.begin(&self.name)
-        } else {
-            Ok(())
-        }
+    pub(crate) fn begin_call(&self) -> Result<Option<Lease>, BulkheadError> {
+        self.leases.begin(&self.name)
     }
 
-    /// A call [`begin_call`](Self::begin_call) admitted gave its permit back.
-    #[inline]
-    pub(crate) fn end_call(&self) {
-        if self.leases.is_enabled() {
-            self.leases.end();
-        }
+    /// A call that [`begin_call`](Self::begin_call) gave `lease` gave its permit back: the
+    /// lease goes back to the set it came from, even if a reload has replaced it since.
+    pub(crate) fn end_call(&self, lease: Lease) {
+        self.leases.end(lease);
     }
 
     /// The cluster-wide concurrency limit's leases, if the bulkhead has one.

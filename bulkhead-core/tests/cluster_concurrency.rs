@@ -23,12 +23,13 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration as StdDuration, Instant};
 
 use bulkhead_config_types::{
-    BulkheadConfig, ClusterLimitConfig, Duration, OnStoreError, RateLimitStore,
+    BulkheadConfig, ClusterLimitConfig, Config, Duration, OnStoreError, RateLimitStore,
 };
 use bulkhead_core::{
-    Bulkhead, BulkheadError, LeaseSnapshot, SemaphoreBulkhead, check_cluster_stores, prometheus,
-    system_clock,
+    Bulkhead, BulkheadError, LeaseSnapshot, Registry, SemaphoreBulkhead, check_cluster_stores,
+    prometheus, system_clock,
 };
+use futures_executor::block_on;
 
 use redis_support::{Server, every_fault};
 use support::semaphore;
@@ -501,6 +502,120 @@ fn a_running_call_keeps_its_lease_past_lease_ttl() {
         text.contains("bulkhead_cluster_leases_renewed_total{bulkhead=\"partner\"}"),
         "{text}"
     );
+}
+
+/// The leases in `key` that have not expired, on Redis's clock.
+fn unexpired(server: &Server, key: &str) -> u64 {
+    let mut admin = server.admin();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut admin).expect("TIME");
+    let now_ms = secs * 1000 + micros / 1000;
+    redis::cmd("ZCOUNT")
+        .arg(key)
+        .arg(format!("({now_ms}"))
+        .arg("+inf")
+        .query(&mut admin)
+        .expect("ZCOUNT")
+}
+
+/// Waits (at most 10 s) until `key` holds `leases` unexpired leases.
+fn await_unexpired(server: &Server, key: &str, leases: u64, what: &str) {
+    let deadline = Instant::now() + StdDuration::from_secs(10);
+    while unexpired(server, key) != leases {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {} unexpired leases in {key} after 10s, not {leases}",
+            unexpired(server, key)
+        );
+        std::thread::sleep(StdDuration::from_millis(5));
+    }
+}
+
+/// Reloads change the cluster-wide limit while calls run, and each call gives its lease
+/// back to the lease set it took it from:
+/// - switched on under a running call: that call took no lease, and its end gives back
+///   none of the leases of the calls admitted after;
+/// - moved to another store under running calls: their leases stay in the old store,
+///   renewed past `lease_ttl`, until each call ends; the new store counts only the calls
+///   admitted after the reload, and none of them loses its lease to an old call's end;
+/// - switched off under a running call: its lease is renewed until it ends, then released.
+#[test]
+fn a_reload_under_running_calls_gives_each_lease_back_to_the_set_it_came_from() {
+    let _serial = serial();
+    let Some(server) = Server::start() else {
+        return;
+    };
+    let url = server.url();
+    let plain = BulkheadConfig::semaphore(semaphore(4, 0));
+    let (first, second) = (
+        config(&url, "test:reload-a:", 4, OnStoreError::Refuse),
+        config(&url, "test:reload-b:", 4, OnStoreError::Refuse),
+    );
+    let (key_a, key_b) = (
+        "test:reload-a:partner:leases",
+        "test:reload-b:partner:leases",
+    );
+    let deploy = |bulkhead: &BulkheadConfig| {
+        let mut deploy = Config::default();
+        deploy
+            .bulkheads
+            .insert("partner".to_owned(), bulkhead.clone());
+        deploy
+    };
+    let registry = Registry::new();
+    registry.register("partner", &plain).expect("registered");
+    let b = registry.semaphore("partner").expect("a semaphore");
+    // Longer than `lease_ttl` (1.2 s): a lease nobody renews has expired by then.
+    let past_ttl = StdDuration::from_millis(2500);
+
+    let before = block_on(b.acquire_async()).expect("admitted");
+    registry.reload(&deploy(&first)).expect("switched on");
+    let a1 = block_on(b.acquire_async()).expect("admitted");
+    let a2 = block_on(b.acquire_async()).expect("admitted");
+    assert_eq!((leases(&b).held, unexpired(&server, key_a)), (2, 2));
+    drop(before);
+    assert_eq!(
+        leases(&b).held,
+        2,
+        "the call admitted before the switch took no lease and gave none back"
+    );
+
+    registry.reload(&deploy(&second)).expect("moved");
+    let b1 = block_on(b.acquire_async()).expect("admitted");
+    assert_eq!(
+        leases(&b).held,
+        1,
+        "the new store counts the calls admitted after"
+    );
+    assert_eq!(unexpired(&server, key_b), 1);
+    std::thread::sleep(past_ttl);
+    assert_eq!(
+        unexpired(&server, key_a),
+        2,
+        "the old store's leases of the calls still running are renewed"
+    );
+    drop(a1);
+    assert_eq!(
+        leases(&b).held,
+        1,
+        "an old call's end gives its lease back to the old store"
+    );
+    await_unexpired(&server, key_a, 1, "one old call ended");
+    drop(a2);
+    await_unexpired(&server, key_a, 0, "the last old call ended");
+    assert_eq!((leases(&b).held, unexpired(&server, key_b)), (1, 1));
+
+    registry.reload(&deploy(&plain)).expect("switched off");
+    assert_eq!(b.snapshot().leases, None);
+    std::thread::sleep(past_ttl);
+    assert_eq!(
+        unexpired(&server, key_b),
+        1,
+        "the lease of the call still running is renewed"
+    );
+    drop(b1);
+    await_unexpired(&server, key_b, 0, "its call ended");
+    let c = b.snapshot().calls;
+    assert_eq!((c.permitted, c.refused.full), (4, 0), "{c:?}");
 }
 
 /// Three processes (`replicas: 3`, limit 12, so a share of 4) with eight callers each,

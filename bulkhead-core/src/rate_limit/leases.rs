@@ -47,9 +47,21 @@
 //! no call, leased or not, beyond its share (calls on their way to Redis counted too,
 //! `acquiring`): the processes still backing off run their shares without Redis knowing,
 //! and Redis would otherwise give the whole limit to those back.
+//!
+//! # Reloads: a call ends on the set it began on
+//!
+//! A reload that changes the store or `lease_ttl` (or switches `cluster:` off) replaces
+//! the bulkhead's lease set. Each call's permit carries the [`Lease`] it took (the
+//! generation of its set), and gives it back there: a call admitted before the limit
+//! was switched on took no lease and gives none back, and a replaced set stays *retired*
+//! — renewing the leases of its calls still running, in its own store — until the last
+//! of them ends, then releases everything and stops. The new set counts only the calls it
+//! admitted, so while the calls of a replaced set with another store run, neither store
+//! counts the other's.
 
+use std::num::NonZeroU32;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -113,11 +125,36 @@ static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SCRIPT))
 static SYNC: LazyLock<Script> = LazyLock::new(|| Script::new(SYNC_SCRIPT));
 
 /// The cluster-wide concurrency limit of one bulkhead, switched on and off by reloads.
-/// Disabled, it costs one relaxed load per admission and release.
+/// Disabled, it costs one relaxed load per admission.
 pub(crate) struct Leases {
     enabled: AtomicBool,
     set: RwLock<Option<Arc<LeaseSet>>>,
+    /// Sets a reload replaced while calls that took their leases there still ran: each
+    /// renews those leases until the last of them ends, then closes (see the module docs).
+    retired: Mutex<Vec<Arc<LeaseSet>>>,
+    /// The generation of the next set.
+    generations: AtomicU32,
     counters: Arc<Counters>,
+}
+
+/// The lease a call took: the generation of the lease set it took it from, where it is
+/// given back ([`Leases::end`]) whichever set is current by then. Never `u32::MAX`, so a
+/// permit can keep it in a `u32` beside its own values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Lease(NonZeroU32);
+
+impl Lease {
+    /// The generation, from 1 to `u32::MAX - 1`.
+    pub(crate) fn generation(self) -> u32 {
+        self.0.get()
+    }
+
+    /// The lease of `generation`, if it is one [`generation`](Self::generation) returns.
+    pub(crate) fn of_generation(generation: u32) -> Option<Lease> {
+        NonZeroU32::new(generation)
+            .filter(|g| g.get() != u32::MAX)
+            .map(Lease)
+    }
 }
 
 /// What the leases did since the bulkhead was built (kept across reloads).
@@ -132,6 +169,13 @@ struct Counters {
 
 /// One store's leases: the ids this process holds and the heartbeat that renews them.
 struct LeaseSet {
+    /// Which set of the bulkhead this is: the [`Lease`] of the calls it admitted.
+    generation: Lease,
+    /// Calls that took (or are taking) a lease of this set and have not given it back:
+    /// a retired set closes when none is left.
+    calls: AtomicUsize,
+    /// Replaced by a reload: no call begins here any more.
+    retired: AtomicBool,
     name: BulkheadName,
     store: ClusterStore,
     config: ClusterLimitConfig,
@@ -199,7 +243,20 @@ impl Leases {
         Leases {
             enabled: AtomicBool::new(false),
             set: RwLock::new(None),
+            retired: Mutex::new(Vec::new()),
+            generations: AtomicU32::new(1),
             counters: Arc::default(),
+        }
+    }
+
+    /// The generation of a new set: never 0 or `u32::MAX`, and never one a set still
+    /// alive has (the counter would have to wrap around four billion reloads while one
+    /// call ran).
+    fn next_generation(&self) -> Lease {
+        loop {
+            if let Some(lease) = Lease::of_generation(self.generations.fetch_add(1, Relaxed)) {
+                return lease;
+            }
         }
     }
 
@@ -210,7 +267,8 @@ impl Leases {
 
     /// Applies `config` for a limit of `limit` calls (`None` switches leases off). The
     /// store, its connections and the leases held are kept unless the store or the lease's
-    /// time to live changed; then the old set releases what it holds and stops.
+    /// time to live changed; then the old set retires: it keeps the leases of its calls
+    /// still running until they end, then releases what it holds and stops.
     pub(crate) fn reconfigure(
         &self,
         name: &BulkheadName,
@@ -226,10 +284,13 @@ impl Leases {
             return;
         }
         if let Some(old) = set.take() {
-            old.close();
+            self.retire(old);
         }
         *set = config.map(|config| {
             Arc::new(LeaseSet {
+                generation: self.next_generation(),
+                calls: AtomicUsize::new(0),
+                retired: AtomicBool::new(false),
                 name: name.clone(),
                 store: ClusterStore::for_leases(name, &config.store),
                 config: config.clone(),
@@ -252,25 +313,76 @@ impl Leases {
         self.set.read().clone()
     }
 
-    /// A call of this process was admitted by the local semaphore: takes a lease.
+    /// `old` was replaced: it closes now if no call holds one of its leases, else once the
+    /// last of them has ended ([`call_over`](Self::call_over)). Under the retired list's
+    /// lock, as `call_over`'s look at the flag, so that exactly one of them closes it.
+    fn retire(&self, old: Arc<LeaseSet>) {
+        let mut retired = self.retired.lock();
+        old.retired.store(true, Relaxed);
+        if old.calls.load(Relaxed) == 0 {
+            old.close();
+        } else {
+            retired.push(old);
+        }
+    }
+
+    /// A call of `set` gave its lease back, or was refused one: a retired set whose last
+    /// call this was closes.
+    fn call_over(&self, set: &Arc<LeaseSet>) {
+        if set.calls.fetch_sub(1, Relaxed) != 1 {
+            return;
+        }
+        let mut retired = self.retired.lock();
+        if set.retired.load(Relaxed) && set.calls.load(Relaxed) == 0 {
+            retired.retain(|other| !Arc::ptr_eq(other, set));
+            set.close();
+        }
+    }
+
+    /// A call of this process was admitted by the local semaphore: takes a lease from the
+    /// current set (`None` without a cluster-wide limit: nothing to give back).
     ///
     /// # Errors
     ///
     /// [`BulkheadError::Full`] when every lease of the cluster is taken, or when Redis
     /// could not answer and `on_store_error` refuses (`refuse`, or `local` with this
     /// process's share running).
-    pub(crate) fn begin(&self, name: &BulkheadName) -> Result<(), BulkheadError> {
-        match self.current() {
-            Some(set) if !set.begin() => Err(BulkheadError::Full { name: name.clone() }),
-            _ => Ok(()),
+    pub(crate) fn begin(&self, name: &BulkheadName) -> Result<Option<Lease>, BulkheadError> {
+        let set = {
+            // Counted under the read lock: a reload (the write lock) that retires the set
+            // sees this call, and closes the set only once the call is over.
+            let current = self.set.read();
+            let Some(set) = current.as_ref().filter(|_| self.is_enabled()) else {
+                return Ok(None);
+            };
+            set.calls.fetch_add(1, Relaxed);
+            Arc::clone(set)
+        };
+        if set.begin() {
+            Ok(Some(set.generation))
+        } else {
+            self.call_over(&set);
+            Err(BulkheadError::Full { name: name.clone() })
         }
     }
 
-    /// A call that [`begin`](Self::begin) admitted has ended: its lease goes back.
-    pub(crate) fn end(&self) {
-        if let Some(set) = self.current() {
-            set.end();
-        }
+    /// A call that [`begin`](Self::begin) gave `lease` has ended: the lease goes back to
+    /// the set it came from, current or retired.
+    pub(crate) fn end(&self, lease: Lease) {
+        let current = self.set.read().clone();
+        let set = match current {
+            Some(set) if set.generation == lease => set,
+            _ => {
+                let retired = self.retired.lock();
+                match retired.iter().find(|set| set.generation == lease) {
+                    Some(set) => Arc::clone(set),
+                    // Not reachable: a set with calls is current or retired.
+                    None => return,
+                }
+            }
+        };
+        set.end();
+        self.call_over(&set);
     }
 
     pub(crate) fn snapshot(&self) -> Option<LeaseSnapshot> {
@@ -299,6 +411,9 @@ impl Leases {
 impl Drop for Leases {
     fn drop(&mut self) {
         if let Some(set) = self.set.get_mut().take() {
+            set.close();
+        }
+        for set in self.retired.get_mut().drain(..) {
             set.close();
         }
     }

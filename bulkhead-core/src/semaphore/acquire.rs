@@ -158,8 +158,8 @@ fn ready(
 /// An admitted (or re-entrant) call's permit, with its call scope and adaptive start.
 #[inline(always)]
 fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
-    raw.scope = raw.shared.telemetry.call_scope(raw.held);
-    if raw.held
+    raw.scope = raw.shared.telemetry.call_scope(raw.held.is_held());
+    if raw.held.is_held()
         && let Some(start) = raw.shared.call_start()
     {
         raw.start = Some(start);

@@ -35,11 +35,12 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::permit::RawPermit;
+use super::permit::{Held, RawPermit};
 use super::state::Waited;
 use super::{Permit, Shared};
 use crate::BulkheadError;
 use crate::adaptive::calls::{self, CallStart};
+use crate::rate_limit::Lease;
 use crate::reentry::{self, BulkheadId};
 use crate::stats;
 use crate::telemetry::Load;
@@ -202,7 +203,7 @@ impl Shared {
     /// the [`Permit`] that owns both.
     #[cold]
     #[inline(never)]
-    pub(super) fn admit_slow(&self, may_wait: bool) -> Result<(), BulkheadError> {
+    pub(super) fn admit_slow(&self, may_wait: bool) -> Result<Held, BulkheadError> {
         let inside = reentry::enter(self.id());
         // On a refusal, `inside` drops and the mark goes with it.
         let raw = if may_wait {
@@ -210,8 +211,7 @@ impl Shared {
         } else {
             self.try_admit()?
         };
-        hand_over(raw, inside);
-        Ok(())
+        Ok(hand_over(raw, inside))
     }
 
     /// [`SemaphoreBulkhead::acquire`] (`may_wait`) or
@@ -228,7 +228,7 @@ impl Shared {
             Fast::Refused(reason) => Err(self.error(reason)),
             _ => self.admit_slow(may_wait),
         }
-        .map(|()| Permit::admitted(self, true))
+        .map(|held| Permit::admitted(self, held))
     }
 
     /// Returns the permit of a [`Permit`] held on this thread: removes the thread's
@@ -244,7 +244,15 @@ impl Shared {
         if self.adaptive.may_sample() {
             self.end_adaptive_sync(self.id());
         }
-        self.release();
+        self.give_back();
+    }
+
+    /// The cluster lease of a call that took one goes back, before its permit. Out of
+    /// line: only a bulkhead with `cluster:` gets here.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn end_lease(&self, lease: Lease) {
+        self.rate.end_call(lease);
     }
 
     /// Blocking admission past the fast path: the rate limit (waiting up to its
@@ -311,7 +319,9 @@ impl Shared {
     #[inline]
     pub(super) fn admitted(&self) -> Result<RawPermit<'_>, BulkheadError> {
         if self.rate.has_leases() {
-            self.take_lease()?;
+            let held = self.take_lease()?;
+            self.counters.permitted.fetch_add(1, Relaxed);
+            return Ok(RawPermit::new(self, held));
         }
         Ok(self.permitted())
     }
@@ -321,25 +331,30 @@ impl Shared {
     #[inline(always)]
     pub(super) fn permitted(&self) -> RawPermit<'_> {
         self.counters.permitted.fetch_add(1, Relaxed);
-        RawPermit::new(self, true)
+        RawPermit::new(self, Held::PERMIT)
     }
 
-    /// The cluster lease of a call the count admitted; refused one, its permit goes back
-    /// and the refusal is counted. Out of line, so that a call without leases inlines
+    /// The cluster lease of a call the count admitted (a reload may just have switched
+    /// the limit off: then none); refused one, its permit goes back and the refusal is
+    /// counted. Out of line, so that a call without leases inlines
     /// [`admitted`](Self::admitted) down to the check for them.
     #[cold]
     #[inline(never)]
-    fn take_lease(&self) -> Result<(), BulkheadError> {
-        self.rate.begin_call().map_err(|refused| {
-            self.give_back();
-            self.refuse(refused)
-        })
+    fn take_lease(&self) -> Result<Held, BulkheadError> {
+        match self.rate.begin_call() {
+            Ok(Some(lease)) => Ok(Held::leased(lease)),
+            Ok(None) => Ok(Held::PERMIT),
+            Err(refused) => {
+                self.give_back();
+                Err(self.refuse(refused))
+            }
+        }
     }
 
     /// An inline permit for a re-entrant call, counted `reentrant`; holds nothing.
     pub(super) fn reentrant(&self) -> RawPermit<'_> {
         self.counters.reentrant.fetch_add(1, Relaxed);
-        RawPermit::new(self, false)
+        RawPermit::new(self, Held::NOTHING)
     }
 
     /// The error of a fast-path refusal, built only once the caller has it.
@@ -422,11 +437,13 @@ impl Shared {
 }
 
 /// Keeps an admitted permit and its thread mark for the [`Permit`] the caller builds with
-/// [`Permit::admitted`] (which returns both when dropped).
-fn hand_over(raw: RawPermit<'_>, inside: reentry::Entered) {
-    debug_assert!(raw.held);
+/// [`Permit::admitted`] from what this returns (and which gives both back when dropped).
+fn hand_over(raw: RawPermit<'_>, inside: reentry::Entered) -> Held {
+    debug_assert!(raw.held.is_held());
     inside.forget();
     raw.shared.telemetry.begin_sync_call(raw.shared.id());
     raw.shared.begin_adaptive_sync(raw.shared.id());
+    let held = raw.held;
     std::mem::forget(raw);
+    held
 }

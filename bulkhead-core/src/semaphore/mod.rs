@@ -52,6 +52,7 @@ pub use acquire::Acquire;
 use admission::Fast;
 pub use call::{RunAdmitted, SemaphoreCall};
 pub use control::SemaphoreShutdown;
+use permit::Held;
 pub use permit::{AsyncPermit, OwnedPermit, Permit, RunAsync};
 pub use shares::{Admission, AsyncSharePermit, Partition, SharePermit};
 use state::{Waiters, available, clamp_u32, permits_to_state};
@@ -210,8 +211,8 @@ impl SemaphoreBulkhead {
     pub(crate) fn permit(&self, may_wait: bool) -> Result<Permit<'_>, BulkheadError> {
         let shared = &*self.shared;
         let held = match shared.admit_fast(may_wait) {
-            Fast::Admitted => true,
-            Fast::Reentrant => false,
+            Fast::Admitted => Held::PERMIT,
+            Fast::Reentrant => Held::NOTHING,
             // A refusal or the slow path: out of line, one source for the error.
             other => return shared.not_admitted(other, may_wait),
         };
@@ -225,8 +226,8 @@ impl SemaphoreBulkhead {
     pub(crate) fn permit_at_once_uncounted(&self) -> Option<Permit<'_>> {
         let shared = &*self.shared;
         let held = match shared.admit_at_once_uncounted() {
-            Fast::Admitted => true,
-            Fast::Reentrant => false,
+            Fast::Admitted => Held::PERMIT,
+            Fast::Reentrant => Held::NOTHING,
             _ => return None,
         };
         Some(Permit::admitted(shared, held))
@@ -282,13 +283,10 @@ impl SemaphoreBulkhead {
         // `acquire` by hand, so a refusal is written straight into this call's result.
         let shared = &*self.shared;
         let held = match shared.admit_fast(true) {
-            Fast::Admitted => true,
-            Fast::Reentrant => false,
+            Fast::Admitted => Held::PERMIT,
+            Fast::Reentrant => Held::NOTHING,
             Fast::Refused(reason) => return Err(shared.error(reason)),
-            Fast::Slow => {
-                shared.admit_slow(true)?;
-                true
-            }
+            Fast::Slow => shared.admit_slow(true)?,
         };
         let permit = Permit::admitted(shared, held);
         let result = body();

@@ -18,14 +18,53 @@ use std::task::{Context, Poll};
 use super::{SemaphoreBulkhead, Shared};
 use crate::adaptive::calls::{self, CallStart};
 use crate::events::CallOutcome;
+use crate::rate_limit::Lease;
 use crate::reentry::{self, BulkheadId};
 use crate::telemetry::CallScope;
+
+/// What a permit holds, and gives back when it drops: nothing (a re-entrant call runs
+/// inside the permit its thread already holds), a permit of the count, or a permit and the
+/// cluster lease its call took (`cluster:`), given back to the lease set it came from even
+/// if a reload replaced that set since. One `u32` (0, 1, or the lease's generation + 1),
+/// tested like a `bool` on the fast path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Held(u32);
+
+impl Held {
+    /// Nothing: a re-entrant call.
+    pub(super) const NOTHING: Held = Held(0);
+    /// A permit of the count, without a lease.
+    pub(super) const PERMIT: Held = Held(1);
+
+    /// A permit and `lease`.
+    pub(super) fn leased(lease: Lease) -> Held {
+        // A generation is below `u32::MAX`: no overflow.
+        Held(lease.generation() + 1)
+    }
+
+    /// True for a permit of the count (with or without a lease).
+    #[inline(always)]
+    pub(super) fn is_held(self) -> bool {
+        self.0 != 0
+    }
+
+    /// The lease it holds, if any.
+    #[inline(always)]
+    pub(super) fn lease(self) -> Option<Lease> {
+        // One comparison on the path of every permit; the conversion only with a lease.
+        if self.0 > 1 {
+            Lease::of_generation(self.0 - 1)
+        } else {
+            None
+        }
+    }
+}
 
 /// A permit as the accounting sees it: held (returned on drop) or re-entrant (nothing to
 /// return). Counts the call's outcome when dropped.
 pub(super) struct RawPermit<'a> {
     pub(super) shared: &'a Shared,
-    pub(super) held: bool,
+    pub(super) held: Held,
     /// Set when an async body was dropped before it finished.
     pub(super) cancelled: bool,
     /// An async call's span and start, only while tracing or a listener wants them; the
@@ -40,7 +79,7 @@ pub(super) struct RawPermit<'a> {
 
 impl<'a> RawPermit<'a> {
     #[inline]
-    pub(super) fn new(shared: &'a Shared, held: bool) -> Self {
+    pub(super) fn new(shared: &'a Shared, held: Held) -> Self {
         RawPermit {
             shared,
             held,
@@ -76,12 +115,15 @@ struct Ended {
     overloaded: bool,
 }
 
-/// Counts the outcome of a call that held a permit and returns the permit; a re-entrant
-/// permit (`held: false`) returns nothing.
+/// Counts the outcome of a call that held a permit and returns the permit (and its
+/// lease); a re-entrant permit returns nothing.
 #[inline]
-fn finish(shared: &Shared, held: bool, ended: Ended, scope: Option<Box<CallScope>>) {
-    if !held {
+fn finish(shared: &Shared, held: Held, ended: Ended, scope: Option<Box<CallScope>>) {
+    if !held.is_held() {
         return;
+    }
+    if let Some(lease) = held.lease() {
+        shared.end_lease(lease);
     }
     // `completed` is not counted here: the snapshot derives it (admitted calls that are
     // over and neither panicked nor cancelled), keeping one atomic add off the fast path.
@@ -99,7 +141,7 @@ fn finish(shared: &Shared, held: bool, ended: Ended, scope: Option<Box<CallScope
         let dropped = ended.overloaded || outcome != CallOutcome::Completed;
         shared.end_adaptive(start, dropped);
     }
-    shared.release();
+    shared.give_back();
     if let Some(scope) = scope {
         shared.telemetry.on_finished(scope.started, outcome);
     }
@@ -116,18 +158,18 @@ fn finish(shared: &Shared, held: bool, ended: Ended, scope: Option<Box<CallScope
 pub struct Permit<'a> {
     // Not a `RawPermit`: no field with drop glue (see `admission.rs`, *Code shape*).
     shared: &'a Shared,
-    /// Holds a permit (and its thread's re-entry mark); false for a re-entrant permit.
-    held: bool,
+    /// Holds a permit (and its thread's re-entry mark), or nothing for a re-entrant permit.
+    held: Held,
     // A held permit owns its thread's re-entry mark, so it stays on that thread.
     _not_send: PhantomData<*const ()>,
 }
 
 impl<'a> Permit<'a> {
-    /// A permit admitted by `shared`'s fast or slow path. A `held` permit was counted
+    /// A permit admitted by `shared`'s fast or slow path. A held permit was counted
     /// `permitted`, and its thread's re-entry mark is already made: the permit owns both
-    /// and returns them when dropped. A re-entrant permit (`held: false`) holds nothing.
+    /// and returns them when dropped. A re-entrant permit ([`Held::NOTHING`]) holds nothing.
     #[inline(always)]
-    pub(super) fn admitted(shared: &'a Shared, held: bool) -> Self {
+    pub(super) fn admitted(shared: &'a Shared, held: Held) -> Self {
         // (`telemetry.begin_sync_call` was made by the admission, in this crate.)
         Permit {
             shared,
@@ -139,23 +181,26 @@ impl<'a> Permit<'a> {
     /// True when this permit was given to a re-entrant call: it holds no permit, and the
     /// call runs inline inside the permit its thread already holds.
     pub fn is_reentrant(&self) -> bool {
-        !self.held
+        !self.held.is_held()
     }
 
     /// Marks this call as overloaded: a drop for the bulkhead's adaptive limit (see
     /// [`adaptive::mark_overloaded`](crate::adaptive::mark_overloaded)). Returns false,
     /// changing nothing, if the limit is not adaptive or the permit is re-entrant.
     pub fn mark_overloaded(&self) -> bool {
-        self.held && calls::mark_sync(self.shared.id())
+        self.held.is_held() && calls::mark_sync(self.shared.id())
     }
 }
 
 impl Drop for Permit<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.held {
-            // The mark, the `panicked` count and the permit, in one out-of-line call into
-            // this crate (a sync permit is never `cancelled`).
+        // The mark, the `panicked` count and the permit, in one out-of-line call into this
+        // crate (a sync permit is never `cancelled`); a lease first, out of line too.
+        if self.held == Held::PERMIT {
+            self.shared.exit_held();
+        } else if let Some(lease) = self.held.lease() {
+            self.shared.end_lease(lease);
             self.shared.exit_held();
         }
     }
@@ -183,7 +228,7 @@ pub struct AsyncPermit<'a> {
 impl<'a> AsyncPermit<'a> {
     /// True when this permit was given to a re-entrant call (see [`Permit::is_reentrant`]).
     pub fn is_reentrant(&self) -> bool {
-        !self.raw.held
+        !self.raw.held.is_held()
     }
 
     /// Marks this call as overloaded: a drop for the bulkhead's adaptive limit. Inside
@@ -208,7 +253,7 @@ impl AsyncPermit<'_> {
     /// Whether it holds a permit, its call's scope and its adaptive start; the permit
     /// itself is forgotten (with its scope taken, nothing of it is left to drop), for an
     /// [`OwnedPermit`] to hold instead.
-    pub(super) fn into_parts(self) -> (bool, Option<Box<CallScope>>, Option<CallStart>) {
+    pub(super) fn into_parts(self) -> (Held, Option<Box<CallScope>>, Option<CallStart>) {
         let mut raw = ManuallyDrop::new(self.raw);
         (raw.held, raw.scope.take(), raw.start)
     }
@@ -330,7 +375,7 @@ impl<F> fmt::Debug for RunAsync<'_, F> {
 #[must_use = "the permit is returned as soon as it is dropped"]
 pub struct OwnedPermit {
     bulkhead: SemaphoreBulkhead,
-    held: bool,
+    held: Held,
     scope: Option<Box<CallScope>>,
     cancelled: bool,
     start: Option<CallStart>,
@@ -344,7 +389,7 @@ impl OwnedPermit {
     /// [`into_parts`](AsyncPermit::into_parts).
     pub(super) fn new(
         bulkhead: SemaphoreBulkhead,
-        (held, scope, start): (bool, Option<Box<CallScope>>, Option<CallStart>),
+        (held, scope, start): (Held, Option<Box<CallScope>>, Option<CallStart>),
     ) -> Self {
         OwnedPermit {
             bulkhead,
@@ -379,7 +424,7 @@ impl OwnedPermit {
 
     /// True when this permit was given to a re-entrant call (see [`Permit::is_reentrant`]).
     pub fn is_reentrant(&self) -> bool {
-        !self.held
+        !self.held.is_held()
     }
 
     /// The bulkhead this permit belongs to.

@@ -241,15 +241,6 @@ impl Shared {
         state & SHUT_DOWN == 0 && !self.fair.load(Relaxed)
     }
 
-    /// Gives one permit back, and the cluster lease its call held.
-    #[inline]
-    pub(super) fn release(&self) {
-        if self.rate.is_enabled() {
-            self.rate.end_call();
-        }
-        self.give_back();
-    }
-
     /// Gives one permit back to the count (or to a waiter).
     #[inline]
     pub(super) fn give_back(&self) {
@@ -523,8 +514,9 @@ struct LeaveOnUnwind<'a> {
 
 impl Drop for LeaveOnUnwind<'_> {
     fn drop(&mut self) {
+        // Granted, it has taken no lease yet (the admission takes it after the wait).
         if self.shared.leave_queue(self.waiter) {
-            self.shared.release();
+            self.shared.give_back();
         }
     }
 }

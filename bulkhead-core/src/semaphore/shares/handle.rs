@@ -73,6 +73,7 @@ impl Partition {
     }
 
     /// A call of this partition, counted under `key` too.
+    #[inline]
     pub fn keyed<K: Hash + ?Sized>(&self, key: &K) -> Admission<'_> {
         self.admission().key(key)
     }
@@ -196,6 +197,7 @@ impl SemaphoreBulkhead {
 
     /// A call counted under `key` (and no partition; see
     /// [`unpartitioned`](Self::unpartitioned)).
+    #[inline]
     pub fn keyed<K: Hash + ?Sized>(&self, key: &K) -> Admission<'_> {
         self.unpartitioned().key(key)
     }
