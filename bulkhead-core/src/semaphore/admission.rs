@@ -318,20 +318,26 @@ impl Shared {
     /// the fast path). Refused a lease, the permit goes back and the refusal is counted.
     #[inline]
     pub(super) fn admitted(&self) -> Result<RawPermit<'_>, BulkheadError> {
-        if self.rate.has_leases() {
-            let held = self.take_lease()?;
-            self.counters.permitted.fetch_add(1, Relaxed);
-            return Ok(RawPermit::new(self, held));
-        }
-        Ok(self.permitted())
+        let held = if self.rate.has_leases() {
+            self.take_lease()?
+        } else {
+            Held::PERMIT
+        };
+        Ok(self.permitted_holding(held))
     }
 
     /// A permit for an admitted call that needs no cluster lease (the rate limit's gate,
     /// which leases also set, is off), counted `permitted`.
     #[inline(always)]
     pub(super) fn permitted(&self) -> RawPermit<'_> {
+        self.permitted_holding(Held::PERMIT)
+    }
+
+    /// A permit holding `held` for an admitted call, counted `permitted`.
+    #[inline(always)]
+    fn permitted_holding(&self, held: Held) -> RawPermit<'_> {
         self.counters.permitted.fetch_add(1, Relaxed);
-        RawPermit::new(self, Held::PERMIT)
+        RawPermit::new(self, held)
     }
 
     /// The cluster lease of a call the count admitted (a reload may just have switched
