@@ -134,73 +134,6 @@ impl<B: Resolve> Slot<B> {
     }
 }
 
-impl SemaphoreSlot {
-    /// Takes a permit for a synchronous call (blocking at most `max_wait`): inlined into
-    /// the expansion, like the core `acquire` it calls, so the permit stays in registers.
-    #[inline(always)]
-    pub fn enter(&'static self) -> Result<Permit<'static>, BulkheadError> {
-        self.test_refusal()?;
-        self.get().acquire()
-    }
-
-    /// Takes a permit for an async call (awaiting at most `max_wait`).
-    #[inline]
-    pub async fn enter_async(&'static self) -> Result<AsyncPermit<'static>, BulkheadError> {
-        self.test_refusal()?;
-        self.get().acquire_async().await
-    }
-}
-
-impl SemaphoreSlot {
-    /// Awaits an async body while holding `permit`, under the bulkhead's call timeout
-    /// (`Err(CallTimeout)` once it passes; the body is dropped and the permit returned).
-    #[inline]
-    pub fn run_timed<F: Future>(
-        &'static self,
-        permit: AsyncPermit<'static>,
-        body: F,
-    ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
-        self.get().run_admitted(permit, body)
-    }
-}
-
-/// `partition = "…"` and `key = …`: the call enters through the bulkhead's shares.
-impl SemaphoreSlot {
-    /// Takes a permit for a synchronous call under `partition` and the key `key`.
-    #[inline]
-    pub fn enter_shared(
-        &'static self,
-        partition: Option<(usize, &str, u64)>,
-        key: Option<u64>,
-    ) -> Result<SharePermit<'static>, BulkheadError> {
-        self.test_refusal()?;
-        shared_admission(self.get(), partition, key).acquire()
-    }
-
-    /// Takes a permit for an async call under `partition` and the key `key`.
-    #[inline]
-    pub async fn enter_shared_async(
-        &'static self,
-        partition: Option<(usize, &str, u64)>,
-        key: Option<u64>,
-    ) -> Result<AsyncSharePermit<'static>, BulkheadError> {
-        self.test_refusal()?;
-        shared_admission(self.get(), partition, key)
-            .acquire_async()
-            .await
-    }
-
-    /// Awaits an async body while holding `permit`, under the bulkhead's call timeout.
-    #[inline]
-    pub fn run_shared_timed<F: Future>(
-        &'static self,
-        permit: AsyncSharePermit<'static>,
-        body: F,
-    ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
-        permit.run_timed(body)
-    }
-}
-
 /// The admission of a call of the attribute: its partition, resolved at build time to its
 /// place among the declared names (or none), and its key's id (or none). The same methods
 /// on either kind's admission type.
@@ -217,13 +150,129 @@ macro_rules! admission_of {
     }};
 }
 
-#[inline]
-fn shared_admission<'a>(
-    bulkhead: &'a SemaphoreBulkhead,
-    partition: Option<(usize, &str, u64)>,
-    key: Option<u64>,
-) -> bulkhead_core::Admission<'a> {
-    admission_of!(bulkhead, partition, key)
+/// How an annotated call enters its semaphore: plainly ([`Plain`]) or through the
+/// bulkhead's partitions and per-key caps ([`Shares`]). The attribute picks one when the
+/// code is built, so each function compiles to its own path: nothing is chosen per call.
+pub trait Entry: Copy {
+    /// The permit of a synchronous call.
+    type Permit;
+    /// The permit of an async call.
+    type AsyncPermit: Run;
+    /// Takes a permit for a synchronous call (blocking at most `max_wait`).
+    fn acquire(self, bulkhead: &'static SemaphoreBulkhead) -> Result<Self::Permit, BulkheadError>;
+    /// Takes a permit for an async call (awaiting at most `max_wait`).
+    fn acquire_async(
+        self,
+        bulkhead: &'static SemaphoreBulkhead,
+    ) -> impl Future<Output = Result<Self::AsyncPermit, BulkheadError>>;
+}
+
+/// A call that names no partition and no key, on a bulkhead declared without partitions.
+#[derive(Clone, Copy, Debug)]
+pub struct Plain;
+
+/// `partition = "…"` and `key = …`: the partition's place among the declared (sorted)
+/// names, its name and their fingerprint (or none), and the key's id (or none).
+#[derive(Clone, Copy, Debug)]
+pub struct Shares(pub Option<(usize, &'static str, u64)>, pub Option<u64>);
+
+impl Entry for Plain {
+    type Permit = Permit<'static>;
+    type AsyncPermit = AsyncPermit<'static>;
+
+    #[inline(always)]
+    fn acquire(
+        self,
+        bulkhead: &'static SemaphoreBulkhead,
+    ) -> Result<Permit<'static>, BulkheadError> {
+        bulkhead.acquire()
+    }
+
+    #[inline]
+    fn acquire_async(
+        self,
+        bulkhead: &'static SemaphoreBulkhead,
+    ) -> impl Future<Output = Result<AsyncPermit<'static>, BulkheadError>> {
+        bulkhead.acquire_async()
+    }
+}
+
+impl Entry for Shares {
+    type Permit = SharePermit<'static>;
+    type AsyncPermit = AsyncSharePermit<'static>;
+
+    #[inline]
+    fn acquire(
+        self,
+        bulkhead: &'static SemaphoreBulkhead,
+    ) -> Result<SharePermit<'static>, BulkheadError> {
+        admission_of!(bulkhead, self.0, self.1).acquire()
+    }
+
+    #[inline]
+    fn acquire_async(
+        self,
+        bulkhead: &'static SemaphoreBulkhead,
+    ) -> impl Future<Output = Result<AsyncSharePermit<'static>, BulkheadError>> {
+        admission_of!(bulkhead, self.0, self.1).acquire_async()
+    }
+}
+
+/// A permit an async body runs under: the bulkhead is marked entered during each poll (so
+/// a nested call to the same bulkhead runs inline), and everything the permit holds is
+/// returned when the body finishes or is dropped. (Implemented for every lifetime: the
+/// compiler checks an async function's `Send` with its lifetimes erased.)
+pub trait Run {
+    /// Awaits `body` while holding the permit.
+    fn run<F: Future>(self, body: F) -> impl Future<Output = F::Output>;
+    /// Awaits `body` while holding the permit, under the bulkhead's call timeout
+    /// (`Err(CallTimeout)` once it passes; the body is dropped and the permit returned).
+    fn run_timed<F: Future>(
+        self,
+        body: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadError>>;
+}
+
+/// Both async permits run a body with their own methods of the same names.
+macro_rules! run_with_inherent_methods {
+    ($($permit:ident),*) => {$(
+        impl Run for $permit<'_> {
+            #[inline]
+            fn run<F: Future>(self, body: F) -> impl Future<Output = F::Output> {
+                $permit::run_async(self, body)
+            }
+
+            #[inline]
+            fn run_timed<F: Future>(
+                self,
+                body: F,
+            ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
+                $permit::run_timed(self, body)
+            }
+        }
+    )*};
+}
+
+run_with_inherent_methods!(AsyncPermit, AsyncSharePermit);
+
+impl SemaphoreSlot {
+    /// Takes a permit for a synchronous call: inlined into the expansion, like the core
+    /// `acquire` it calls, so the permit stays in registers.
+    #[inline(always)]
+    pub fn enter<E: Entry>(&'static self, entry: E) -> Result<E::Permit, BulkheadError> {
+        self.test_refusal()?;
+        entry.acquire(self.get())
+    }
+
+    /// Takes a permit for an async call.
+    #[inline]
+    pub async fn enter_async<E: Entry>(
+        &'static self,
+        entry: E,
+    ) -> Result<E::AsyncPermit, BulkheadError> {
+        self.test_refusal()?;
+        entry.acquire_async(self.get()).await
+    }
 }
 
 /// The id of a call's key (`key = …`).
@@ -232,13 +281,19 @@ pub fn key_id<K: std::hash::Hash + ?Sized>(key: &K) -> u64 {
     SemaphoreBulkhead::key_id(key)
 }
 
-/// Awaits an async body while holding a permit taken through the shares.
+/// Awaits an async body while holding `permit`, under the bulkhead's call timeout.
 #[inline]
-pub fn run_shared_async<F: Future>(
-    permit: AsyncSharePermit<'static>,
+pub fn run_timed<P: Run, F: Future>(
+    permit: P,
     body: F,
-) -> impl Future<Output = F::Output> {
-    permit.run_async(body)
+) -> impl Future<Output = Result<F::Output, BulkheadError>> {
+    permit.run_timed(body)
+}
+
+/// Awaits an async body while holding `permit` (a function with a fallback: untimed).
+#[inline]
+pub fn run_async<P: Run, F: Future>(permit: P, body: F) -> impl Future<Output = F::Output> {
+    permit.run(body)
 }
 
 /// The tower layer of `bulkhead::layer!`: the slot's bulkhead from the process-wide
@@ -246,16 +301,6 @@ pub fn run_shared_async<F: Future>(
 #[cfg(feature = "tower")]
 pub fn layer(slot: &'static SemaphoreSlot) -> crate::tower::BulkheadLayer {
     crate::tower::BulkheadLayer::new(slot.get().clone())
-}
-
-/// Awaits an async body while holding `permit`, with the bulkhead marked entered during
-/// each poll (so a nested call to the same bulkhead runs inline).
-#[inline]
-pub fn run_async<F: Future>(
-    permit: AsyncPermit<'static>,
-    body: F,
-) -> impl Future<Output = F::Output> {
-    permit.run_async(body)
 }
 
 impl ThreadPoolSlot {

@@ -26,6 +26,27 @@ async fn live_call_async(tenant: String) -> Result<usize, BulkheadError> {
     Ok(tenant.len())
 }
 
+/// A bulkhead of its own: the other tests here count every call of `shares-tests`.
+#[bulkhead("shares-spawn", partition = "live", key = tenant)]
+async fn spawned_call(tenant: String) -> Result<usize, BulkheadError> {
+    Ok(tenant.len())
+}
+
+#[test]
+fn an_async_function_entering_through_its_shares_can_be_spawned_on_a_multi_thread_runtime() {
+    fn spawnable<F: std::future::Future + Send + 'static>(call: F) -> F {
+        call
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = runtime.spawn(spawnable(spawned_call("t7".to_owned())));
+    let joined = runtime.block_on(handle);
+    assert_eq!(joined.unwrap(), Ok(2));
+}
+
 fn bulkhead() -> SemaphoreBulkhead {
     bulkhead::registry().semaphore("shares-tests").unwrap()
 }

@@ -135,26 +135,23 @@ impl<'a> Expansion<'a> {
         self
     }
 
-    /// The semaphore paths: enter (sync, async), then run timed or untimed.
+    /// The semaphore paths: enter (sync, async), then run timed or untimed; one of each,
+    /// given how the call enters: plainly, or through the bulkhead's shares.
     fn semaphore_paths(&self) -> [TokenStream; 4] {
         let (p, slot) = (private(), &self.slot);
-        match self.shares {
+        let entry = match self.shares {
             Some(shares) => {
                 let a = shares.arguments();
-                [
-                    quote!(#p::SemaphoreSlot::enter_shared(&#slot, #a)),
-                    quote!(#p::SemaphoreSlot::enter_shared_async(&#slot, #a)),
-                    quote!(#p::SemaphoreSlot::run_shared_timed),
-                    quote!(#p::run_shared_async),
-                ]
+                quote!(#p::Shares(#a))
             }
-            None => [
-                quote!(#p::SemaphoreSlot::enter(&#slot)),
-                quote!(#p::SemaphoreSlot::enter_async(&#slot)),
-                quote!(#p::SemaphoreSlot::run_timed),
-                quote!(#p::run_async),
-            ],
-        }
+            None => quote!(#p::Plain),
+        };
+        [
+            quote!(#p::SemaphoreSlot::enter(&#slot, #entry)),
+            quote!(#p::SemaphoreSlot::enter_async(&#slot, #entry)),
+            quote!(#p::run_timed),
+            quote!(#p::run_async),
+        ]
     }
 
     /// The function with its body wrapped by the row of its kind and asyncness.
@@ -204,10 +201,9 @@ impl<'a> Expansion<'a> {
     /// that never ran with their arguments, which a timed-out body has already consumed:
     /// such a function's body is not timed.
     fn semaphore_async_fn(&self) -> TokenStream {
-        let (p, declare, slot, permit, error, output) = (
+        let (p, declare, permit, error, output) = (
             private(),
             &self.declare,
-            &self.slot,
             &self.permit,
             &self.error,
             &self.output,
@@ -222,7 +218,7 @@ impl<'a> Expansion<'a> {
         let [_, enter_async, run_timed, run_async] = self.semaphore_paths();
         let run = if self.fallback.is_none() {
             quote! {
-                match #run_timed(&#slot, #permit, #body).await {
+                match #run_timed(#permit, #body).await {
                     #p::Ok(#output) => #output,
                     #p::Err(#error) => #refusal,
                 }

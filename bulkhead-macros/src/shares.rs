@@ -148,7 +148,7 @@ pub(crate) fn key_uses<'p>(
 }
 
 impl Shares {
-    /// The arguments of the slot's `enter_shared*` calls: the partition's place among the
+    /// The fields of `__private::Shares`, how the call enters: the partition's place among the
     /// declared names and its name (or none; the place is checked against the running
     /// names), and the key's id (or none), the key evaluated once, before admission.
     pub(crate) fn arguments(&self) -> TokenStream {

@@ -148,7 +148,7 @@ impl<F> fmt::Debug for SemaphoreCall<'_, F> {
 }
 
 pin_project_lite::pin_project! {
-    /// The future of [`SemaphoreBulkhead::run_admitted`](super::SemaphoreBulkhead::run_admitted):
+    /// The future of [`AsyncPermit::run_timed`](super::AsyncPermit::run_timed):
     /// the body under its permit, and under the bulkhead's call timeout if one is set.
     #[must_use = "futures do nothing unless polled"]
     pub struct RunAdmitted<'a, F> {

@@ -331,16 +331,6 @@ impl SemaphoreBulkhead {
     pub fn call_async<F: Future>(&self, body: F) -> SemaphoreCall<'_, F> {
         SemaphoreCall::new(&self.shared, body)
     }
-
-    /// Awaits `body` while holding `permit` (taken from this bulkhead), under the
-    /// bulkhead's call timeout: what [`call_async`](Self::call_async) does once admitted.
-    pub fn run_admitted<'a, F: Future>(
-        &'a self,
-        permit: AsyncPermit<'a>,
-        body: F,
-    ) -> RunAdmitted<'a, F> {
-        RunAdmitted::new(&self.shared, permit.run_async(body))
-    }
 }
 
 impl fmt::Debug for SemaphoreBulkhead {

@@ -15,6 +15,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 
+use super::call::RunAdmitted;
 use super::{SemaphoreBulkhead, Shared};
 use crate::adaptive::calls::{self, CallStart};
 use crate::events::CallOutcome;
@@ -246,6 +247,28 @@ impl<'a> AsyncPermit<'a> {
             permit: Some(self),
             body,
         }
+    }
+
+    /// [`run_async`](Self::run_async) under the bulkhead's call timeout: what
+    /// [`SemaphoreBulkhead::call_async`](super::SemaphoreBulkhead::call_async) does once
+    /// admitted. Past the timeout the body is dropped, the permit returned and the call
+    /// answered `Err(`[`BulkheadError::CallTimeout`](crate::BulkheadError::CallTimeout)`)`.
+    ///
+    /// ```
+    /// use bulkhead::config::SemaphoreConfig;
+    /// use bulkhead::SemaphoreBulkhead;
+    ///
+    /// let db = SemaphoreBulkhead::new("db", &SemaphoreConfig::default());
+    /// let rows = futures_executor::block_on(async {
+    ///     let permit = db.acquire_async().await?;
+    ///     permit.run_timed(async { 3 }).await
+    /// });
+    /// assert_eq!(rows, Ok(3));
+    /// assert_eq!(db.available(), db.limit());
+    /// ```
+    pub fn run_timed<F: Future>(self, body: F) -> RunAdmitted<'a, F> {
+        let shared = self.raw.shared;
+        RunAdmitted::new(shared, self.run_async(body))
     }
 }
 

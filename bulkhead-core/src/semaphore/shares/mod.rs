@@ -226,7 +226,7 @@ impl<'a> Admission<'a> {
             self.bulkhead.try_acquire_async().await
         };
         let permit = Self::settle(&mut holds, !may_wait, permit, AsyncPermit::is_reentrant)?;
-        Ok(AsyncSharePermit::new(permit, holds, self.bulkhead))
+        Ok(AsyncSharePermit::new(permit, holds))
     }
 
     /// [`acquire_async`](Self::acquire_async) as an [`OwnedPermit`] (`'static`, `Send`),

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 
 use crate::BulkheadError;
-use crate::semaphore::{AsyncPermit, Permit, SemaphoreBulkhead};
+use crate::semaphore::{AsyncPermit, Permit};
 use crate::shares::Holds;
 
 /// A permit taken through an [`Admission`](super::Admission): the bulkhead's [`Permit`] and the counts of
@@ -46,20 +46,11 @@ impl fmt::Debug for SharePermit<'_> {
 pub struct AsyncSharePermit<'a> {
     permit: AsyncPermit<'a>,
     holds: Holds<'a>,
-    bulkhead: &'a SemaphoreBulkhead,
 }
 
 impl<'a> AsyncSharePermit<'a> {
-    pub(super) fn new(
-        permit: AsyncPermit<'a>,
-        holds: Holds<'a>,
-        bulkhead: &'a SemaphoreBulkhead,
-    ) -> Self {
-        AsyncSharePermit {
-            permit,
-            holds,
-            bulkhead,
-        }
+    pub(super) fn new(permit: AsyncPermit<'a>, holds: Holds<'a>) -> Self {
+        AsyncSharePermit { permit, holds }
     }
 
     /// The permit and the counts, for an owned permit.
@@ -75,25 +66,21 @@ impl<'a> AsyncSharePermit<'a> {
     /// Awaits `body` while holding the permit and the counts (see
     /// [`AsyncPermit::run_async`]); all are returned when it finishes or is dropped.
     pub async fn run_async<F: Future>(self, body: F) -> F::Output {
-        let AsyncSharePermit { permit, holds, .. } = self;
+        let AsyncSharePermit { permit, holds } = self;
         let output = permit.run_async(body).await;
         drop(holds);
         output
     }
 
     /// [`run_async`](Self::run_async) under the bulkhead's call timeout, as
-    /// [`SemaphoreBulkhead::run_admitted`] does.
+    /// [`AsyncPermit::run_timed`] does.
     ///
     /// # Errors
     ///
     /// [`BulkheadError::CallTimeout`] when `body` ran past the bulkhead's `timeout`.
     pub async fn run_timed<F: Future>(self, body: F) -> Result<F::Output, BulkheadError> {
-        let AsyncSharePermit {
-            permit,
-            holds,
-            bulkhead,
-        } = self;
-        let output = bulkhead.run_admitted(permit, body).await;
+        let AsyncSharePermit { permit, holds } = self;
+        let output = permit.run_timed(body).await;
         drop(holds);
         output
     }
