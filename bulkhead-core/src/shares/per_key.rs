@@ -389,16 +389,17 @@ fn shard_index(id: u64, shards: usize) -> usize {
     (mix(id) >> 40) as usize & (shards - 1)
 }
 
-/// Spreads an id over all 64 bits (splitmix64's finaliser, a bijection). Ids from
+/// Spreads an id over all 64 bits: the full 128-bit product with an odd constant, its
+/// halves folded together (the folded multiply of foldhash and wyhash; one multiplication
+/// on the admission's path, where splitmix64's finaliser takes two in a row). Ids from
 /// [`key_id`] are uniform already, but a caller may pass its own (`Admission::key_id`):
 /// snowflake-style ids, whose low bits are all zero, would otherwise land in one bucket of
-/// the map and one shard, making every lookup a scan.
+/// the map and one shard, making every lookup a scan. Only a hash: the map keeps the ids.
 #[inline]
 pub(crate) fn mix(id: u64) -> u64 {
-    let mut z = id;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let product = u128::from(id) * u128::from(K);
+    (product as u64) ^ ((product >> 64) as u64)
 }
 
 /// The map's hasher: the id, mixed ([`mix`]).
