@@ -153,7 +153,7 @@ macro_rules! admission_of {
 /// How an annotated call enters its semaphore: plainly ([`Plain`]) or through the
 /// bulkhead's partitions and per-key caps ([`Shares`]). The attribute picks one when the
 /// code is built, so each function compiles to its own path: nothing is chosen per call.
-pub trait Entry: Copy {
+pub trait Entry {
     /// The permit of a synchronous call.
     type Permit;
     /// The permit of an async call.
