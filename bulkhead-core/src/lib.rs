@@ -22,12 +22,12 @@ pub mod context;
 pub mod declaration;
 mod error;
 pub mod events;
+mod frame;
 pub mod metric_families;
 #[cfg(feature = "metrics")]
 pub mod metrics_bridge;
 pub mod prometheus;
 mod rate_limit;
-mod reentry;
 mod registry;
 mod reloads;
 mod semaphore;

@@ -183,3 +183,102 @@ fn a_listener_panicking_on_a_refusal_loses_nothing() {
     semaphore_fills_to_exactly(&sem, 1);
     pool_fills_to_exactly_one(&pool);
 }
+
+/// A `Finished` listener hears of a semaphore call after its permit is back and the
+/// caller's thread has left the bulkhead: a call the listener makes to the same bulkhead
+/// (limit 1) is admitted — not refused, and not run inline as if it were nested.
+#[test]
+fn a_finished_listener_calling_the_same_semaphore_is_admitted_not_run_inline() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+
+    const NAME: &str = "lp-sem-listener-calls";
+    let sem = SemaphoreBulkhead::new(NAME, &semaphore(1, 0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let listener = {
+        let (sem, seen) = (sem.clone(), Arc::clone(&seen));
+        // The listener's own call finishes too: it checks only the calls it did not make.
+        let checking = AtomicBool::new(false);
+        events::subscribe(move |e: &Event<'_>| {
+            let finished = matches!(e.kind, EventKind::Finished { .. });
+            if e.bulkhead != NAME || !finished || checking.swap(true, SeqCst) {
+                return;
+            }
+            let answer = match sem.try_acquire() {
+                Ok(permit) if permit.is_reentrant() => "run inline",
+                Ok(_) => "admitted",
+                Err(_) => "refused",
+            };
+            seen.lock().unwrap().push(answer);
+            checking.store(false, SeqCst);
+        })
+    };
+    assert_eq!(sem.call(|| 1).ok(), Some(1));
+    drop(sem.try_acquire().unwrap());
+    let call = futures_executor::block_on(sem.call_async(async { 2 }));
+    assert_eq!(call.ok(), Some(2));
+    drop(listener);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["admitted"; 3],
+        "sync call, sync permit, async call"
+    );
+    assert_eq!(sem.snapshot().calls.reentrant, 0);
+    semaphore_fills_to_exactly(&sem, 1);
+}
+
+/// The same for a pool call run on its caller (`on_full: caller-runs`, the worker busy):
+/// the listener hears of it after the caller's thread left the pool, so the listener's
+/// own call is not taken for a nested one (none is counted re-entrant), sync or async.
+#[test]
+fn a_finished_listener_of_a_caller_runs_call_is_outside_the_pool() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+
+    use bulkhead_config_types::{OnFull, ThreadPoolConfig};
+
+    const NAME: &str = "lp-pool-caller-runs-listener";
+    let pool = ThreadPoolBulkhead::new(
+        NAME,
+        &ThreadPoolConfig {
+            on_full: OnFull::CallerRuns,
+            ..pool_config(1, 1, 0)
+        },
+    );
+    let gate = Gate::default();
+    let busy = {
+        let (pool, gate) = (pool.clone(), gate.clone());
+        thread::spawn(move || pool.call((), move |()| gate.wait()).is_ok())
+    };
+    wait_until(|| pool.snapshot().active == 1);
+    // Armed only while the worker is busy: the busy call's own `Finished` is heard on the
+    // worker, which is inside the pool for good.
+    let armed = Arc::new(AtomicBool::new(true));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let listener = {
+        let (pool, seen, armed) = (pool.clone(), Arc::clone(&seen), Arc::clone(&armed));
+        let checking = AtomicBool::new(false);
+        events::subscribe(move |e: &Event<'_>| {
+            let finished = matches!(e.kind, EventKind::Finished { .. });
+            if e.bulkhead != NAME || !finished || !armed.load(SeqCst) || checking.swap(true, SeqCst)
+            {
+                return;
+            }
+            seen.lock().unwrap().push(pool.call(3, |n| n + 1).ok());
+            checking.store(false, SeqCst);
+        })
+    };
+    assert_eq!(pool.call(1, |n| n * 10).ok(), Some(10), "run on the caller");
+    let call = futures_executor::block_on(pool.call_async(2, |n| async move { n * 10 }));
+    assert_eq!(call.ok(), Some(20), "run on the caller");
+    armed.store(false, SeqCst);
+    drop(listener);
+    assert_eq!(*seen.lock().unwrap(), [Some(4), Some(4)], "sync, async");
+    assert_eq!(
+        pool.snapshot().calls.reentrant,
+        0,
+        "no call taken for a nested one"
+    );
+    gate.open();
+    assert!(busy.join().unwrap());
+}

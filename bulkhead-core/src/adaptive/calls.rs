@@ -2,8 +2,8 @@
 //! [`CallStart`], what an admitted call carries to its release.
 //!
 //! Cost: a bulkhead without an adaptive limit pays one relaxed load per admission
-//! ([`Controller::sample_every`], [`Controller::begin`]) and one per release ([`Controller::may_sample`]). An
-//! adaptive one also pushes and pops a frame per call ([`frames`](super::frames)) and draws
+//! ([`Controller::sample_every`], [`Controller::begin`]) and none per release. An
+//! adaptive call's frame on its thread is flagged adaptive ([`crate::frame`]), and it draws
 //! whether to time it ([`sampling`](super::sampling)); a timed call reads the clock at
 //! admission and at release and takes the controller's lock (a window's bookkeeping; a
 //! limit change also takes the waiter-queue lock, through the resize path). A drop of a
@@ -19,10 +19,8 @@ use crate::sync::{AtomicBool, AtomicU32, Mutex};
 
 use super::{AdaptiveLimit, AdaptiveSnapshot, Sample, sampling};
 
-// The bulkheads reach the per-thread frames through this module.
-pub(crate) use super::frames::{
-    begin_sync, end_sync, in_frame, mark_overloaded, mark_sync, time_sync,
-};
+// Whether to time a call, drawn on its thread: the sync admission draws it here.
+pub(crate) use super::sampling::draw;
 
 /// What an adaptive call carries from admission to release: when, and as which call in
 /// flight, it was admitted — if it is one of the calls timed.
@@ -45,7 +43,7 @@ impl CallStart {
     }
 
     /// Whether the call is timed.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn is_timed(&self) -> bool {
         self.timed.is_some()
     }
@@ -57,8 +55,6 @@ pub(crate) struct Controller {
     /// 0 without an adaptive limit; with one, one call in this many is timed (the limit's
     /// [`sample_every`](AdaptiveLimit::sample_every), a power of two).
     timing: AtomicU32,
-    /// One was configured at some point: releases look for their call's start.
-    sampling: AtomicBool,
     /// A call that was not timed was a drop since the last timed call was recorded.
     untimed_drop: AtomicBool,
     state: Mutex<Option<AdaptiveLimit>>,
@@ -68,7 +64,6 @@ impl Controller {
     pub(crate) fn new() -> Self {
         Controller {
             timing: AtomicU32::new(0),
-            sampling: AtomicBool::new(false),
             untimed_drop: AtomicBool::new(false),
             state: Mutex::new(None),
         }
@@ -132,12 +127,6 @@ impl Controller {
         }
     }
 
-    /// Whether a release may have a start to sample. One relaxed load.
-    #[inline]
-    pub(crate) fn may_sample(&self) -> bool {
-        self.sampling.load(Relaxed)
-    }
-
     /// Sets (or, with `None`, removes) the adaptive limit of a bulkhead declared `declared`
     /// and calls `apply(limit)` with the limit to use from now on, under the controller's
     /// lock (so a concurrent sample cannot apply an older limit after it).
@@ -160,7 +149,6 @@ impl Controller {
                 let initial = limit.limit();
                 self.timing.store(limit.sample_every(), Relaxed);
                 *state = Some(limit);
-                self.sampling.store(true, Relaxed);
                 initial
             }
         };

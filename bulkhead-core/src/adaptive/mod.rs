@@ -40,7 +40,6 @@
 
 mod aimd;
 pub(crate) mod calls;
-pub(crate) mod frames;
 mod gradient2;
 mod limit;
 mod no_load;
@@ -50,8 +49,8 @@ mod vegas;
 use std::fmt;
 use std::time::Duration;
 
+pub use crate::frame::mark_overloaded;
 pub use aimd::Aimd;
-pub use frames::mark_overloaded;
 pub use gradient2::Gradient2;
 pub use limit::{AdaptiveLimit, MIN_WINDOW};
 pub use sampling::{MAX_SAMPLE_EVERY, SAMPLING_SPAN, sample_every_for};

@@ -17,8 +17,8 @@ use super::state::{Waited, Waiter, Wake};
 use super::{AsyncPermit, Shared};
 use crate::BulkheadError;
 use crate::clock::Sleep;
+use crate::frame;
 use crate::rate_limit::RateAdmission;
-use crate::reentry;
 use crate::sync::Arc;
 
 /// The future of [`SemaphoreBulkhead::acquire_async`](super::SemaphoreBulkhead::acquire_async):
@@ -80,7 +80,7 @@ impl<'a> Future for Acquire<'a> {
         let waited = loop {
             match std::mem::replace(&mut self.stage, Stage::Done) {
                 Stage::Start => {
-                    if reentry::is_inside(shared.id()) {
+                    if frame::is_inside(shared.id()) {
                         return ready(Ok(shared.reentrant()));
                     }
                     if !shared.rate.is_enabled() {
@@ -179,7 +179,7 @@ fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
 /// [`Acquire`] then. What [`SemaphoreCall`](super::SemaphoreCall) does first.
 #[inline(always)]
 pub(super) fn try_now(shared: &Shared) -> Option<Result<AsyncPermit<'_>, BulkheadError>> {
-    if reentry::is_inside(shared.id()) {
+    if frame::is_inside(shared.id()) {
         return Some(Ok(async_permit(shared.reentrant())));
     }
     if shared.rate.is_enabled() {

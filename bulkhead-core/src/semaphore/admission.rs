@@ -40,10 +40,10 @@ use super::state::Waited;
 use super::{Permit, Shared};
 use crate::BulkheadError;
 use crate::adaptive::calls::{self, CallStart};
+use crate::frame::{self, BulkheadId, SyncEnd};
 use crate::rate_limit::Lease;
-use crate::reentry::{self, BulkheadId};
 use crate::stats;
-use crate::telemetry::Load;
+use crate::telemetry::{Load, Telemetry};
 
 /// What [`Shared::admit_fast`] decided (two bytes: see *Code shape* above).
 #[derive(Clone, Copy)]
@@ -86,27 +86,16 @@ impl Shared {
         CallStart::timed(self.clock.now(), self.running().max(1))
     }
 
-    /// A sync permit was taken on this thread: if the limit is adaptive, the call is kept
-    /// on the thread (and timed, if drawn) for its release.
-    #[inline]
-    pub(super) fn begin_adaptive_sync(&self, id: BulkheadId) {
-        if let Some(every) = self.adaptive.sample_every() {
-            if calls::begin_sync(id, every) {
-                calls::time_sync(self.timed_start());
-            }
-            self.telemetry
-                .record_sync_limit(id, self.limit.load(Relaxed));
+    /// A sync permit of an adaptive bulkhead was taken on this thread, its frame pushed:
+    /// the call is timed if drawn, and its span records the limit in force. Out of line:
+    /// only an adaptive bulkhead gets here.
+    #[cold]
+    #[inline(never)]
+    fn begin_adaptive_sync(&self, every: u32) {
+        if calls::draw(every) {
+            frame::time_sync(self.timed_start());
         }
-    }
-
-    /// A sync permit of this thread is being returned: the end of its adaptive call, if
-    /// it began as one (inlined: a frame popped, with nothing to record unless the call
-    /// was timed or a drop).
-    #[inline(always)]
-    pub(super) fn end_adaptive_sync(&self, id: BulkheadId) {
-        if let Some((start, overloaded)) = calls::end_sync(id) {
-            self.end_adaptive(start, overloaded || std::thread::panicking());
-        }
+        Telemetry::record_sync_limit(self.limit.load(Relaxed));
     }
 
     /// The end of an adaptive call that has something to record (timed, or a drop): feeds
@@ -145,7 +134,7 @@ impl Shared {
     #[inline(never)]
     pub(super) fn admit_fast(&self, may_wait: bool) -> Fast {
         let id = self.id();
-        if reentry::is_inside(id) {
+        if frame::is_inside(id) {
             self.counters.reentrant.fetch_add(1, Relaxed);
             return Fast::Reentrant;
         }
@@ -175,7 +164,7 @@ impl Shared {
     #[inline(never)]
     pub(super) fn admit_at_once_uncounted(&self) -> Fast {
         let id = self.id();
-        if reentry::is_inside(id) {
+        if frame::is_inside(id) {
             self.counters.reentrant.fetch_add(1, Relaxed);
             return Fast::Reentrant;
         }
@@ -186,13 +175,16 @@ impl Shared {
         Fast::Admitted
     }
 
-    /// A sync permit was taken on this thread: the re-entry mark, the call's telemetry and
-    /// its adaptive start.
+    /// A sync permit was taken on this thread: its frame (the re-entry mark, and for an
+    /// adaptive limit the call's start), then the call's telemetry.
     #[inline(always)]
     fn begin_held(&self, id: BulkheadId) {
-        reentry::enter(id).forget();
+        let every = self.adaptive.sample_every();
+        frame::begin_sync(id, every.is_some());
         self.telemetry.begin_sync_call(id);
-        self.begin_adaptive_sync(id);
+        if let Some(every) = every {
+            self.begin_adaptive_sync(every);
+        }
     }
 
     /// Past [`admit_fast`](Self::admit_fast) (a rate limit, or a possible wait), the thread
@@ -204,14 +196,23 @@ impl Shared {
     #[cold]
     #[inline(never)]
     pub(super) fn admit_slow(&self, may_wait: bool) -> Result<Held, BulkheadError> {
-        let inside = reentry::enter(self.id());
-        // On a refusal, `inside` drops and the mark goes with it.
         let raw = if may_wait {
             self.admit_blocking_slow()?
         } else {
             self.try_admit()?
         };
-        Ok(hand_over(raw, inside))
+        Ok(self.hand_over(raw))
+    }
+
+    /// Keeps a permit the slow path admitted for the [`Permit`] the caller builds with
+    /// [`Permit::admitted`] from what this returns (and which gives it back when dropped):
+    /// its frame pushed, as on the fast path.
+    fn hand_over(&self, raw: RawPermit<'_>) -> Held {
+        debug_assert!(raw.held.is_held());
+        self.begin_held(self.id());
+        let held = raw.held;
+        std::mem::forget(raw);
+        held
     }
 
     /// [`SemaphoreBulkhead::acquire`] (`may_wait`) or
@@ -231,20 +232,38 @@ impl Shared {
         .map(|held| Permit::admitted(self, held))
     }
 
-    /// Returns the permit of a [`Permit`] held on this thread: removes the thread's
-    /// re-entry mark, counts `panicked` if the thread is panicking, gives the permit back.
+    /// Returns the permit of a [`Permit`] held on this thread: removes the thread's frame
+    /// of it, counts `panicked` if the thread is panicking, gives the permit back.
     /// Out of line: see *Code shape* above.
     #[inline(never)]
     pub(super) fn exit_held(&self) {
-        self.telemetry.end_sync_call(self.id());
-        reentry::leave(self.id());
+        let id = self.id();
+        let end = frame::end_sync(id);
         if std::thread::panicking() {
             self.counters.panicked.fetch_add(1, Relaxed);
         }
-        if self.adaptive.may_sample() {
-            self.end_adaptive_sync(self.id());
+        match end {
+            None => self.give_back(),
+            Some(end) => self.exit_framed(id, end),
+        }
+    }
+
+    /// [`exit_held`](Self::exit_held) of a frame with more to it: the adaptive limit fed
+    /// (a timed call, or a drop), the permit given back, then the call's scope closed (its
+    /// listeners told after the permit is free).
+    #[cold]
+    #[inline(never)]
+    fn exit_framed(&self, id: BulkheadId, end: SyncEnd) {
+        if end.flags & frame::ADAPTIVE != 0 {
+            let dropped = end.flags & frame::OVERLOADED != 0 || std::thread::panicking();
+            if dropped || end.flags & frame::TIMED != 0 {
+                self.end_adaptive(end.start, dropped);
+            }
         }
         self.give_back();
+        if end.flags & frame::SCOPED != 0 {
+            self.telemetry.end_sync_call(id);
+        }
     }
 
     /// The cluster lease of a call that took one goes back, before its permit. Out of
@@ -440,16 +459,4 @@ impl Shared {
             limit: self.limit.load(Relaxed),
         });
     }
-}
-
-/// Keeps an admitted permit and its thread mark for the [`Permit`] the caller builds with
-/// [`Permit::admitted`] from what this returns (and which gives both back when dropped).
-fn hand_over(raw: RawPermit<'_>, inside: reentry::Entered) -> Held {
-    debug_assert!(raw.held.is_held());
-    inside.forget();
-    raw.shared.telemetry.begin_sync_call(raw.shared.id());
-    raw.shared.begin_adaptive_sync(raw.shared.id());
-    let held = raw.held;
-    std::mem::forget(raw);
-    held
 }

@@ -69,6 +69,7 @@ impl<'a, F> SemaphoreCall<'a, F> {
 impl<F: Future> Future for SemaphoreCall<'_, F> {
     type Output = Result<F::Output, BulkheadError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let shared = *this.shared;

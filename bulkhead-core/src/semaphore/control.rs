@@ -10,8 +10,8 @@ use bulkhead_config_types::{AdaptiveConfig, Kind, RateLimitConfig, SemaphoreConf
 use super::state::{available, clamp_u32};
 use super::{Acquire, AsyncPermit, OwnedPermit, SemaphoreBulkhead};
 use crate::BulkheadError;
-use crate::adaptive::calls;
 use crate::clock::duration_nanos;
+use crate::frame;
 use crate::rate_limit::RateLimiter;
 use crate::snapshot::BulkheadSnapshot;
 use crate::telemetry::Telemetry;
@@ -73,7 +73,7 @@ impl SemaphoreBulkhead {
     /// thread (or, within an async body, on this task) as overloaded: see
     /// [`adaptive::mark_overloaded`](crate::adaptive::mark_overloaded).
     pub fn mark_overloaded(&self) -> bool {
-        calls::mark_sync(self.shared.id()) || calls::mark_overloaded()
+        frame::mark_sync(self.shared.id()) || frame::mark_overloaded()
     }
 
     /// Stops admission and waits (through the bulkhead's clock) at most `timeout` for the
@@ -184,7 +184,7 @@ impl SemaphoreBulkhead {
     /// call would be re-entrant (`crate::shares` checks it before a key's cap).
     #[inline]
     pub(crate) fn entered_here(&self) -> bool {
-        crate::reentry::is_inside(self.shared.id())
+        crate::frame::is_inside(self.shared.id())
     }
 
     /// Counts and reports a refusal decided in front of admission (`crate::shares`).

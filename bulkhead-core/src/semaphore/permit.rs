@@ -17,10 +17,10 @@ use std::task::{Context, Poll};
 
 use super::call::RunAdmitted;
 use super::{SemaphoreBulkhead, Shared};
-use crate::adaptive::calls::{self, CallStart};
+use crate::adaptive::calls::CallStart;
 use crate::events::CallOutcome;
+use crate::frame::{self, BulkheadId};
 use crate::rate_limit::Lease;
-use crate::reentry::{self, BulkheadId};
 use crate::telemetry::CallScope;
 
 /// What a permit holds, and gives back when it drops: nothing (a re-entrant call runs
@@ -70,7 +70,7 @@ pub(super) struct RawPermit<'a> {
     pub(super) cancelled: bool,
     /// An async call's span and start, only while tracing or a listener wants them; the
     /// span is entered by [`RunAsync`] during each poll. (A sync permit's scope is kept by
-    /// `Telemetry::begin_sync_call` instead.)
+    /// its frame on its thread instead: `crate::frame`.)
     pub(super) scope: Option<Box<CallScope>>,
     /// An async call's start, if the bulkhead's limit is adaptive.
     pub(super) start: Option<CallStart>,
@@ -189,7 +189,7 @@ impl<'a> Permit<'a> {
     /// [`adaptive::mark_overloaded`](crate::adaptive::mark_overloaded)). Returns false,
     /// changing nothing, if the limit is not adaptive or the permit is re-entrant.
     pub fn mark_overloaded(&self) -> bool {
-        self.held.is_held() && calls::mark_sync(self.shared.id())
+        self.held.is_held() && frame::mark_sync(self.shared.id())
     }
 }
 
@@ -333,19 +333,15 @@ pub(super) fn poll_inside<F: Future>(
     let Some(held) = permit.as_ref() else {
         panic!("`RunAsync` polled after it completed");
     };
-    let _inside = reentry::enter(held.raw.id());
-    let adaptive = held.raw.start.is_some();
-    let (polled, overloaded) = {
+    // The poll's frame: for an adaptive limit, `adaptive::mark_overloaded` in the body
+    // marks it. It is gone before the permit is returned (and listeners told).
+    let inside = frame::enter(held.raw.id(), held.raw.start.is_some());
+    let polled = {
         let _span = held.raw.scope.as_ref().map(|scope| scope.span.enter());
         let mut body = body;
-        let mut poll = || catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(cx)));
-        if adaptive {
-            // `adaptive::mark_overloaded` in the body marks this call.
-            calls::in_frame(held.raw.id(), poll)
-        } else {
-            (poll(), false)
-        }
+        catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(cx)))
     };
+    let overloaded = inside.leave();
     if overloaded && let Some(held) = permit.as_mut() {
         held.raw.overloaded = true;
     }
@@ -458,13 +454,12 @@ impl OwnedPermit {
     /// Runs `f` on this thread inside the bulkhead: marked as entered (a call to the same
     /// bulkhead made by `f` runs inline) and in the call's span, if tracing records it.
     pub fn in_scope<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _inside = reentry::enter(self.bulkhead.shared.id());
-        let _span = self.scope.as_ref().map(|scope| scope.span.enter());
-        if self.start.is_none() {
-            return f();
-        }
-        let (result, overloaded) = calls::in_frame(self.bulkhead.shared.id(), f);
-        if overloaded {
+        let inside = frame::enter(self.bulkhead.shared.id(), self.start.is_some());
+        let result = {
+            let _span = self.scope.as_ref().map(|scope| scope.span.enter());
+            f()
+        };
+        if inside.leave() {
             self.mark_overloaded();
         }
         result

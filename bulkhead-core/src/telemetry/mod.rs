@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | [`Telemetry::call_span`] | a pool call starts | one relaxed load (tracing's max level), or two (the callsite's interest) |
 //! | [`Telemetry::call_scope`] | an async semaphore call is admitted | two relaxed loads; `None`, no allocation |
-//! | [`Telemetry::begin_sync_call`] / [`Telemetry::end_sync_call`] | a sync permit is taken / returned | two relaxed loads / one thread-local read |
+//! | [`Telemetry::begin_sync_call`] / [`Telemetry::end_sync_call`] | a sync permit is taken / returned with a scope | two relaxed loads / not called (its frame has no scope) |
 //! | [`Telemetry::on_permitted`] | a call is admitted | one relaxed load |
 //! | [`Telemetry::on_finished`] | an admitted call is over | a branch on `None` |
 //! | [`Telemetry::refusals_observed`] | a call is refused | two relaxed loads; [`Telemetry::on_refused`] (`#[cold]`) only if true |
@@ -57,7 +57,7 @@ mod histogram;
 mod refusal_log;
 mod saturation;
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,7 @@ pub use saturation::SaturationLevel;
 
 use crate::clock::Clock;
 use crate::events::{self, CallOutcome, Event, EventKind};
+use crate::frame;
 use crate::sync::Arc;
 use crate::{BulkheadError, BulkheadName};
 
@@ -115,11 +116,6 @@ pub(crate) const QUEUE_TIME_SAMPLE_EVERY: u32 = 16;
 thread_local! {
     /// Tasks this thread queued that [`Telemetry::sample_queue_time`] was asked about.
     static QUEUE_TIME_DRAWS: Cell<u32> = const { Cell::new(0) };
-    /// Scopes of the synchronous permits held on this thread, by bulkhead id, innermost
-    /// last: a sync permit keeps no scope of its own (no drop glue on its fast path).
-    static SYNC_SCOPES: RefCell<Vec<(usize, Box<CallScope>)>> = const { RefCell::new(Vec::new()) };
-    /// `SYNC_SCOPES.len()`, read by every sync permit's release.
-    static OPEN_SYNC_SCOPES: Cell<usize> = const { Cell::new(0) };
 }
 
 /// The telemetry of one bulkhead. See the [module docs](self).
@@ -182,23 +178,12 @@ impl Telemetry {
         )
     }
 
-    /// Records the limit in force on the span of the sync call of bulkhead `id` just
-    /// opened on this thread, if it has one (adaptive bulkheads only; one thread-local
-    /// read otherwise).
+    /// Records the limit in force on the span of the sync call just opened on this thread,
+    /// if it has one (adaptive bulkheads only; one thread-local read otherwise).
     #[inline]
-    pub(crate) fn record_sync_limit(&self, id: usize, limit: u32) {
-        if OPEN_SYNC_SCOPES.with(Cell::get) != 0 {
-            Self::record_sync_limit_slow(id, limit);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn record_sync_limit_slow(id: usize, limit: u32) {
-        SYNC_SCOPES.with(|scopes| {
-            if let Some((_, scope)) = scopes.borrow().iter().rev().find(|(open, _)| *open == id) {
-                scope.span.record("limit", limit);
-            }
+    pub(crate) fn record_sync_limit(limit: u32) {
+        frame::with_top_scope(|scope| {
+            scope.span.record("limit", limit);
         });
     }
 
@@ -228,9 +213,10 @@ impl Telemetry {
         Some(Box::new(CallScope { span, started }))
     }
 
-    /// A synchronous permit of bulkhead `id` was taken on this thread: if tracing wants
-    /// its span or someone listens, its scope is opened (span entered) until
-    /// [`end_sync_call`](Self::end_sync_call). Two relaxed loads otherwise.
+    /// A synchronous permit of bulkhead `id` was taken on this thread (its frame just
+    /// pushed): if tracing wants its span or someone listens, its scope is opened (span
+    /// entered) and kept by the frame until [`end_sync_call`](Self::end_sync_call). Two
+    /// relaxed loads otherwise.
     #[inline]
     pub(crate) fn begin_sync_call(&self, id: usize) {
         let listening = events::is_listening();
@@ -246,30 +232,16 @@ impl Telemetry {
             scope
                 .span
                 .with_subscriber(|(span, dispatch)| dispatch.enter(span));
-            SYNC_SCOPES.with(|scopes| scopes.borrow_mut().push((id, scope)));
-            OPEN_SYNC_SCOPES.with(|open| open.set(open.get() + 1));
+            frame::open_scope(id, scope);
         }
     }
 
-    /// The synchronous permit of bulkhead `id` taken on this thread is being returned:
-    /// closes its scope, if one was opened (one thread-local read otherwise).
-    #[inline]
-    pub(crate) fn end_sync_call(&self, id: usize) {
-        if OPEN_SYNC_SCOPES.with(Cell::get) != 0 {
-            self.end_sync_slow(id);
-        }
-    }
-
+    /// The synchronous call of bulkhead `id` whose frame had a scope ([`frame::SCOPED`])
+    /// is over, its permit returned: closes the scope (span exited, listeners told).
     #[cold]
     #[inline(never)]
-    fn end_sync_slow(&self, id: usize) {
-        let scope = SYNC_SCOPES.with(|scopes| {
-            let mut scopes = scopes.borrow_mut();
-            let at = scopes.iter().rposition(|(open, _)| *open == id)?;
-            Some(scopes.remove(at).1)
-        });
-        if let Some(scope) = scope {
-            OPEN_SYNC_SCOPES.with(|open| open.set(open.get() - 1));
+    pub(crate) fn end_sync_call(&self, id: usize) {
+        if let Some(scope) = frame::take_scope(id) {
             scope
                 .span
                 .with_subscriber(|(span, dispatch)| dispatch.exit(span));

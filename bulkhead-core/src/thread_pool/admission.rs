@@ -20,7 +20,7 @@ use super::job::{JobRef, Outcome};
 use super::queue::Entry;
 use super::shared::{Shared, StateGuard, deadline, park};
 use crate::events::CallOutcome;
-use crate::reentry;
+use crate::frame;
 use crate::sync::Arc;
 use crate::{BulkheadError, Refused};
 
@@ -121,8 +121,11 @@ impl Shared {
         self.counters.permitted.fetch_add(1, Relaxed);
         self.caller_runs.fetch_add(1, Relaxed);
         let started = self.telemetry.on_permitted();
-        let _inside = reentry::enter(self.id());
-        match catch_unwind(AssertUnwindSafe(move || body(input))) {
+        let inside = frame::enter(self.id(), false);
+        let ran = catch_unwind(AssertUnwindSafe(move || body(input)));
+        // Out of the bulkhead before the listeners hear of the call.
+        drop(inside);
+        match ran {
             Ok(value) => {
                 self.counters.completed.fetch_add(1, Relaxed);
                 self.telemetry.on_finished(started, CallOutcome::Completed);

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::ThreadPoolBulkhead;
 use super::admission::Admission;
 use super::job;
-use crate::{Refused, reentry};
+use crate::{Refused, frame};
 
 impl ThreadPoolBulkhead {
     /// [`call`](Self::call) on this thread, blocking it.
@@ -23,7 +23,7 @@ impl ThreadPoolBulkhead {
         R: Send,
     {
         let shared = self.shared();
-        if reentry::is_inside(shared.id()) {
+        if frame::is_inside(shared.id()) {
             let span = shared.telemetry.call_span();
             let _span = span.enter();
             shared.counters.reentrant.fetch_add(1, Relaxed);
@@ -57,7 +57,7 @@ impl ThreadPoolBulkhead {
         R: Send,
     {
         let shared = self.shared();
-        if reentry::is_inside(shared.id()) {
+        if frame::is_inside(shared.id()) {
             return self.call(input, body);
         }
         let span = shared.telemetry.call_span();

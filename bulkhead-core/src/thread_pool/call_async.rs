@@ -19,7 +19,7 @@ use super::shared::deadline;
 use crate::clock::Sleep;
 use crate::events::CallOutcome;
 use crate::rate_limit::RateAdmission;
-use crate::{BulkheadError, Refused, reentry};
+use crate::{BulkheadError, Refused, frame};
 
 /// The future of an async call to a [`ThreadPoolBulkhead`]: resolves to the body's output,
 /// or to [`Refused`] with the input when the call did not run.
@@ -105,7 +105,7 @@ where
             && !shared.rate.is_enabled()
             && !shared.is_shut_down()
             && shared.is_full()
-            && !reentry::is_inside(shared.id())
+            && !frame::is_inside(shared.id())
         {
             return CallAsync(Call::Refused(Some(shared.refused_full(input))));
         }
@@ -227,8 +227,11 @@ where
                 let polled = if *counted {
                     // Caller-runs: marked inside while polled; a panic is counted here (the
                     // caller may catch it and drop this future later).
-                    let _inside = reentry::enter(shared.id());
-                    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                    let inside = frame::enter(shared.id(), false);
+                    let polled = catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx)));
+                    // Out of the bulkhead before the listeners hear of the call.
+                    drop(inside);
+                    match polled {
                         Ok(polled) => polled,
                         Err(payload) => {
                             shared.counters.panicked.fetch_add(1, Relaxed);
@@ -254,7 +257,7 @@ where
             }
             match std::mem::replace(&mut this.state, State::Done) {
                 State::Start(input, body) => {
-                    if reentry::is_inside(shared.id()) {
+                    if frame::is_inside(shared.id()) {
                         shared.counters.reentrant.fetch_add(1, Relaxed);
                         this.state = State::Inline {
                             fut: Box::pin(body(input)),
@@ -323,7 +326,7 @@ where
                             shared.caller_runs.fetch_add(1, Relaxed);
                             let started = shared.telemetry.on_permitted();
                             let fut = {
-                                let _inside = reentry::enter(shared.id());
+                                let _inside = frame::enter(shared.id(), false);
                                 Box::pin(body(input))
                             };
                             this.state = State::Inline {

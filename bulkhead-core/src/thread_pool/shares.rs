@@ -33,7 +33,7 @@ impl Host for ThreadPoolBulkhead {
     }
 
     fn inside_here(&self) -> bool {
-        crate::reentry::is_inside(self.shared().id())
+        crate::frame::is_inside(self.shared().id())
     }
 
     fn share_limit(&self) -> u32 {

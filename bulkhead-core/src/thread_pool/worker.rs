@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use super::job::{Finished, JobRef};
 use super::queue::{Entry, Taken};
 use super::shared::{PoolState, Shared, deadline, park};
-use crate::adaptive::calls::{self, CallStart};
+use crate::adaptive::calls::CallStart;
 use crate::events::CallOutcome;
-use crate::reentry;
+use crate::frame;
 use crate::sync::Arc;
 
 /// How long an idle worker stays awake for the next task before it parks. A caller that
@@ -70,7 +70,7 @@ pub(super) enum Step {
 /// A worker's thread: takes queued tasks until it retires.
 pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
     // Everything this thread runs is inside the bulkhead: nested calls run inline.
-    let _inside = reentry::enter(shared.id());
+    let _inside = frame::enter(shared.id(), false);
     let me = std::thread::current();
     let mut state = WorkerState::Claimed;
     loop {
@@ -306,7 +306,10 @@ impl Shared {
         let Some(start) = self.adaptive.begin(timed) else {
             return job.run();
         };
-        let ((outcome, finished), overloaded) = calls::in_frame(self.id(), || job.run());
+        // A frame of its own (inside the worker's), which `mark_overloaded` marks.
+        let inside = frame::enter(self.id(), true);
+        let (outcome, finished) = job.run();
+        let overloaded = inside.leave();
         let dropped = overloaded || outcome != CallOutcome::Completed;
         let now = || self.clock.now();
         let apply = |to| self.apply_limit(to);
