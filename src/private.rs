@@ -150,8 +150,8 @@ macro_rules! admission_of {
     }};
 }
 
-/// How an annotated call enters its semaphore: plainly ([`Plain`]) or through the
-/// bulkhead's partitions and per-key caps ([`Shares`]). The attribute picks one when the
+/// How an annotated call enters its bulkhead, of either kind: plainly ([`Plain`]) or
+/// through the bulkhead's partitions and per-key caps ([`Shares`]). The attribute picks one when the
 /// code is built, so each function compiles to its own path: nothing is chosen per call.
 pub trait Entry {
     /// The permit of a synchronous call.
@@ -165,6 +165,10 @@ pub trait Entry {
         self,
         bulkhead: &'static SemaphoreBulkhead,
     ) -> impl Future<Output = Result<Self::AsyncPermit, BulkheadError>>;
+    /// How a call enters the thread pool `pool`: `None` for its plain call, or through
+    /// the pool's shares. (The plain call of a pool that has partitions only borrows from
+    /// them, so it enters through the shares too.)
+    fn pool_admission(self, pool: &ThreadPoolBulkhead) -> Option<bulkhead_core::PoolAdmission<'_>>;
 }
 
 /// A call that names no partition and no key, on a bulkhead declared without partitions.
@@ -195,6 +199,11 @@ impl Entry for Plain {
     ) -> impl Future<Output = Result<AsyncPermit<'static>, BulkheadError>> {
         bulkhead.acquire_async()
     }
+
+    #[inline(always)]
+    fn pool_admission(self, pool: &ThreadPoolBulkhead) -> Option<bulkhead_core::PoolAdmission<'_>> {
+        pool.is_partitioned().then(|| pool.unpartitioned())
+    }
 }
 
 impl Entry for Shares {
@@ -215,6 +224,11 @@ impl Entry for Shares {
         bulkhead: &'static SemaphoreBulkhead,
     ) -> impl Future<Output = Result<AsyncSharePermit<'static>, BulkheadError>> {
         admission_of!(bulkhead, self.0, self.1).acquire_async()
+    }
+
+    #[inline(always)]
+    fn pool_admission(self, pool: &ThreadPoolBulkhead) -> Option<bulkhead_core::PoolAdmission<'_>> {
+        Some(admission_of!(pool, self.0, self.1))
     }
 }
 
@@ -314,13 +328,12 @@ impl ThreadPoolSlot {
         }
     }
 
-    /// Runs `body(input)` on a worker and waits for it, under `partition` and the key `key`
-    /// (see `is_plain`); a refusal hands `input` back.
+    /// Runs `body(input)` on a worker and waits for it, entering as `entry` says; a
+    /// refusal hands `input` back.
     #[inline]
-    pub fn call<I, R>(
+    pub fn call<E: Entry, I, R>(
         &'static self,
-        partition: Option<(usize, &'static str, u64)>,
-        key: Option<u64>,
+        entry: E,
         input: I,
         body: impl FnOnce(I) -> R + Send,
     ) -> Result<R, Refused<I>>
@@ -331,10 +344,10 @@ impl ThreadPoolSlot {
         let input = self.test_refusal_with(input)?;
         self.warn_if_async();
         let pool = self.get();
-        if is_plain(pool, partition, key) {
-            return pool.call(input, body);
+        match entry.pool_admission(pool) {
+            None => pool.call(input, body),
+            Some(admission) => admission.call(input, body),
         }
-        pool_admission(pool, partition, key).call(input, body)
     }
 
     /// From an async task, the core call hands its wait to the runtime where it can; the
@@ -352,54 +365,50 @@ impl ThreadPoolSlot {
         }
     }
 
-    /// Runs the future `body(input)` on a worker, under `partition` and the key `key` (see
-    /// `is_plain`); a refusal hands `input` back.
+    /// Runs the future `body(input)` on a worker, entering as `entry` says; a refusal
+    /// hands `input` back.
     #[inline]
-    pub fn call_async<I, F, Fut>(
+    pub fn call_async<E, I, F, Fut>(
         &'static self,
-        partition: Option<(usize, &'static str, u64)>,
-        key: Option<u64>,
+        entry: E,
         input: I,
         body: F,
     ) -> impl Future<Output = Result<Fut::Output, Refused<I>>>
     where
+        E: Entry + Send + 'static,
         I: Send + 'static,
         F: FnOnce(I) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
         self.on_worker(input, move |pool, input| async move {
-            if is_plain(pool, partition, key) {
-                return pool.call_async(input, body).await;
+            match entry.pool_admission(pool) {
+                None => pool.call_async(input, body).await,
+                Some(admission) => admission.call_async(input, body).await,
             }
-            pool_admission(pool, partition, key)
-                .call_async(input, body)
-                .await
         })
     }
 
     /// [`call_async`](Self::call_async) under the bulkhead's call timeout.
     #[inline]
-    pub fn call_async_timed<I, F, Fut>(
+    pub fn call_async_timed<E, I, F, Fut>(
         &'static self,
-        partition: Option<(usize, &'static str, u64)>,
-        key: Option<u64>,
+        entry: E,
         input: I,
         body: F,
     ) -> impl Future<Output = Timed<Fut::Output, I>>
     where
+        E: Entry + Send + 'static,
         I: Send + 'static,
         F: FnOnce(I) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: Send + 'static,
     {
         self.on_worker(input, move |pool, input| async move {
-            if is_plain(pool, partition, key) {
-                return pool.call_async_timed(input, body).await;
+            match entry.pool_admission(pool) {
+                None => pool.call_async_timed(input, body).await,
+                Some(admission) => admission.call_async_timed(input, body).await,
             }
-            pool_admission(pool, partition, key)
-                .call_async_timed(input, body)
-                .await
         })
     }
 
@@ -415,27 +424,6 @@ impl ThreadPoolSlot {
         let input = self.test_refusal_with(input)?;
         call(self.get(), input).await
     }
-}
-
-/// True when a call enters the pool as its plain call does: it names no partition and no
-/// key, and the pool has no partitions (on a partitioned pool such a call only borrows, so
-/// it enters through the shares).
-#[inline]
-fn is_plain(
-    pool: &ThreadPoolBulkhead,
-    partition: Option<(usize, &str, u64)>,
-    key: Option<u64>,
-) -> bool {
-    partition.is_none() && key.is_none() && !pool.is_partitioned()
-}
-
-#[inline]
-fn pool_admission<'a>(
-    pool: &'a ThreadPoolBulkhead,
-    partition: Option<(usize, &str, u64)>,
-    key: Option<u64>,
-) -> bulkhead_core::PoolAdmission<'a> {
-    admission_of!(pool, partition, key)
 }
 
 /// The body of an `async fn` on a thread-pool bulkhead. Spanned at the function's `async`

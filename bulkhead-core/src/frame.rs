@@ -350,8 +350,9 @@ pub(crate) struct SyncEnd {
 }
 
 /// The sync permit of bulkhead `id` taken on this thread is being returned: removes its
-/// frame; `None` for a frame with nothing else to do (not adaptive, no scope). Always
-/// inlined, like [`begin_sync`]: usually the innermost frame, inline.
+/// frame; `None` for a frame with nothing else to do (no scope; not adaptive, or an
+/// adaptive call neither timed, nor marked, nor ended by a panic). Always inlined, like
+/// [`begin_sync`]: usually the innermost frame, inline.
 #[inline(always)]
 pub(crate) fn end_sync(id: BulkheadId) -> Option<SyncEnd> {
     // The innermost frame's flags when it is this permit's (0 otherwise), taken in a
@@ -365,7 +366,9 @@ pub(crate) fn end_sync(id: BulkheadId) -> Option<SyncEnd> {
         stack.len.set(top);
         flags
     });
-    if flags == SYNC {
+    // Nothing to record for an adaptive call neither timed nor marked, unless it panicked
+    // (a drop).
+    if flags == SYNC || (flags == SYNC | ADAPTIVE && !std::thread::panicking()) {
         return None;
     }
     end_sync_slow(id, flags)
@@ -559,12 +562,38 @@ mod tests {
     #[test]
     fn an_untimed_adaptive_call_reports_its_mark() {
         begin_sync(5, true);
-        let end = end_sync(5).expect("an adaptive frame");
-        assert_eq!(end.flags, SYNC | ADAPTIVE);
+        assert!(
+            end_sync(5).is_none(),
+            "untimed, unmarked: nothing to record"
+        );
         begin_sync(5, true);
         assert!(mark_overloaded());
         let end = end_sync(5).expect("an adaptive frame");
         assert!(!end.start.is_timed() && end.flags & OVERLOADED != 0);
+    }
+
+    #[test]
+    fn an_untimed_adaptive_call_ended_by_a_panic_reports_the_drop() {
+        use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
+        static ENDED: AtomicU8 = AtomicU8::new(0);
+        struct EndOnUnwind;
+        impl Drop for EndOnUnwind {
+            fn drop(&mut self) {
+                ENDED.store(end_sync(6).map_or(u8::MAX, |end| end.flags), SeqCst);
+            }
+        }
+        let unwound = std::panic::catch_unwind(|| {
+            begin_sync(6, true);
+            let _end = EndOnUnwind;
+            panic!("the body");
+        });
+        assert!(unwound.is_err());
+        assert_eq!(
+            ENDED.load(SeqCst),
+            SYNC | ADAPTIVE,
+            "a panic is a drop to record"
+        );
+        assert!(!is_inside(6));
     }
 
     #[test]

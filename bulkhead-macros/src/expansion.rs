@@ -139,13 +139,7 @@ impl<'a> Expansion<'a> {
     /// given how the call enters: plainly, or through the bulkhead's shares.
     fn semaphore_paths(&self) -> [TokenStream; 4] {
         let (p, slot) = (private(), &self.slot);
-        let entry = match self.shares {
-            Some(shares) => {
-                let a = shares.arguments();
-                quote!(#p::Shares(#a))
-            }
-            None => quote!(#p::Plain),
-        };
+        let entry = crate::shares::entry(self.shares, Span::call_site());
         [
             quote!(#p::SemaphoreSlot::enter(&#slot, #entry)),
             quote!(#p::SemaphoreSlot::enter_async(&#slot, #entry)),

@@ -91,10 +91,22 @@ pub(crate) fn check_partition(
     }
 }
 
+/// How the call enters its bulkhead, of either kind: `Shares(partition, key)` through its
+/// shares, or `Plain`; spanned at `span` (an async function's `async`, where rustc reports
+/// a future that is not `Send`).
+pub(crate) fn entry(shares: Option<&Shares>, span: proc_macro2::Span) -> TokenStream {
+    let p = crate::crate_path::private(span);
+    match shares {
+        Some(shares) => {
+            let a = shares.arguments();
+            quote_spanned!(span=> #p::Shares(#a))
+        }
+        None => quote_spanned!(span=> #p::Plain),
+    }
+}
+
 /// The thread-pool call `name` (`call`, `call_async`, `call_async_timed`) of the slot, and
-/// its leading arguments: the slot, then the shares' (`None, None` when the call enters
-/// through none); spanned at `span` (an async function's `async`, where rustc reports a
-/// future that is not `Send`).
+/// its leading arguments: the slot, then the [`entry`]; spanned at `span`.
 pub(crate) fn pool_call(
     shares: Option<&Shares>,
     slot: &proc_macro2::Ident,
@@ -103,13 +115,10 @@ pub(crate) fn pool_call(
 ) -> (TokenStream, TokenStream) {
     let p = crate::crate_path::private(span);
     let f = quote::format_ident!("{name}", span = span);
-    let a = match shares {
-        Some(shares) => shares.arguments(),
-        None => quote_spanned!(span=> #p::None, #p::None),
-    };
+    let entry = entry(shares, span);
     (
         quote_spanned!(span=> #p::ThreadPoolSlot::#f),
-        quote_spanned!(span=> &#slot, #a,),
+        quote_spanned!(span=> &#slot, #entry,),
     )
 }
 

@@ -87,10 +87,9 @@ impl Shared {
     }
 
     /// A sync permit of an adaptive bulkhead was taken on this thread, its frame pushed:
-    /// the call is timed if drawn, and its span records the limit in force. Out of line:
-    /// only an adaptive bulkhead gets here.
-    #[cold]
-    #[inline(never)]
+    /// the call is timed if drawn (out of line), and its span, if it has one, records the
+    /// limit in force.
+    #[inline(always)]
     fn begin_adaptive_sync(&self, every: u32) {
         if calls::draw(every) {
             frame::time_sync(self.timed_start());
@@ -238,13 +237,24 @@ impl Shared {
     #[inline(never)]
     pub(super) fn exit_held(&self) {
         let id = self.id();
-        let end = frame::end_sync(id);
+        // Each arm counts a panic itself: the frame's answer is not kept across the check.
+        match frame::end_sync(id) {
+            None => {
+                self.count_panicked();
+                self.give_back();
+            }
+            Some(end) => {
+                self.count_panicked();
+                self.exit_framed(id, end);
+            }
+        }
+    }
+
+    /// Counts `panicked` if the thread is panicking (a sync permit returned by an unwind).
+    #[inline(always)]
+    fn count_panicked(&self) {
         if std::thread::panicking() {
             self.counters.panicked.fetch_add(1, Relaxed);
-        }
-        match end {
-            None => self.give_back(),
-            Some(end) => self.exit_framed(id, end),
         }
     }
 
