@@ -123,6 +123,7 @@ rows=(
     'shares: `Partition::call` vs the plain `SemaphoreBulkhead::call`|partition-call|semaphore-call'
     'shares: `#[bulkhead(partition = "live")] fn` vs the plain `#[bulkhead] fn`|attribute-partition-call|attribute-call'
     'shares: `keyed(&tenant).call` (1 000 tenants) vs the plain `SemaphoreBulkhead::call`|keyed-call|semaphore-call'
+    'shares: `keyed(&tenant).call` (1 000 tenants) vs a `DashMap` count per key + tokio `Semaphore`|keyed-call|keyed-peer'
 )
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -9,6 +9,10 @@
 //!   refused by `try_acquire_owned`;
 //! * [`RayonPool`]: rayon's `ThreadPool::spawn` with a oneshot per task (rayon has no bound:
 //!   it never refuses, its queues grow).
+//!
+//! And for the per-key caps, [`KeyedPeer`]: the simplest exact cap per key with bounded
+//! memory a service would write — a `DashMap` from the key's id to its calls in flight
+//! (the entry removed when it falls to 0) in front of a tokio `Semaphore`.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -257,4 +261,48 @@ impl RayonPool {
 /// Waits for a peer's reply on the caller's thread: the round trip of a pool peer.
 pub fn wait<T, E>(reply: impl Future<Output = Result<T, E>>) -> Option<T> {
     futures_executor::block_on(reply).ok()
+}
+
+/// A cap of `cap` calls per key in front of a semaphore of `permits`: the key's count in a
+/// `DashMap` (sharded `RwLock`s), incremented under its shard's write lock if below the
+/// cap, decremented after the call and removed at 0 (memory bounded by the keys busy);
+/// the key hashed as ours is, [`SemaphoreBulkhead::key_id`].
+///
+/// [`SemaphoreBulkhead::key_id`]: bulkhead_core::SemaphoreBulkhead::key_id
+pub struct KeyedPeer {
+    counts: dashmap::DashMap<u64, u32>,
+    semaphore: tokio::sync::Semaphore,
+    cap: u32,
+}
+
+impl KeyedPeer {
+    pub fn new(permits: usize, cap: u32) -> Self {
+        KeyedPeer {
+            counts: dashmap::DashMap::new(),
+            semaphore: tokio::sync::Semaphore::new(permits),
+            cap,
+        }
+    }
+
+    /// Runs `body` if `key` is below its cap and a permit is free; `None` otherwise.
+    pub fn call<R>(&self, key: &str, body: impl FnOnce() -> R) -> Option<R> {
+        let id = bulkhead_core::SemaphoreBulkhead::key_id(key);
+        {
+            let mut count = self.counts.entry(id).or_insert(0);
+            if *count >= self.cap {
+                return None;
+            }
+            *count += 1;
+        }
+        let result = self.semaphore.try_acquire().ok().map(|permit| {
+            let result = body();
+            drop(permit);
+            result
+        });
+        self.counts.remove_if_mut(&id, |_, count| {
+            *count -= 1;
+            *count == 0
+        });
+        result
+    }
 }

@@ -145,6 +145,10 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
         let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
         profile_loop_keyed_call(&sem, &tenants, n);
     }),
+    ("keyed-peer", |n| {
+        let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
+        profile_loop_keyed_peer(&crate::peers::KeyedPeer::new(25, 5), &tenants, n);
+    }),
 ];
 
 /// Runs the workload named `workload` `n` times, or says which names there are.
@@ -206,6 +210,14 @@ fn profile_loop_keyed_call(sem: &SemaphoreBulkhead, tenants: &[String], n: u64) 
     for i in 0..n {
         let tenant = &tenants[i as usize % tenants.len()];
         black_box(sem.keyed(tenant).call(|| black_box(i)).ok());
+    }
+}
+
+#[inline(never)]
+fn profile_loop_keyed_peer(peer: &crate::peers::KeyedPeer, tenants: &[String], n: u64) {
+    for i in 0..n {
+        let tenant = &tenants[i as usize % tenants.len()];
+        black_box(peer.call(tenant, || black_box(i)));
     }
 }
 

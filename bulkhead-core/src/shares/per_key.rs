@@ -6,21 +6,31 @@
 //! and only ids are stored (two keys with one id would share a cap; with 64 bits that is
 //! negligible).
 //!
-//! Each tracked key has a *place*: an atomic count of its calls in flight at a fixed
-//! index of [`Places`] (grown in buckets, never moved). Shards (a lock each, so keys on
-//! different shards never contend) map ids to places. A call takes its key's shard lock
-//! once, to find or make the place and count itself in; its permit keeps the place's
-//! index, and the call's end is one atomic subtraction there, with no lookup and no lock.
+//! Each tracked key has a *place*: an atomic word at a fixed index of [`Places`] (grown in
+//! buckets, never moved) holding the count of its calls in flight, a *retired* flag and a
+//! generation. Shards (a lock each, so keys on different shards never contend) map ids to
+//! places: they are the truth. In front of them, a fixed array of *hints*, indexed by the
+//! mixed id, remembers the place a key was last found at. A call of a key whose hint is
+//! right counts itself in with one compare-and-swap on its place's word, without a lock
+//! (the place's id is checked, and the swap fails if the place was retired or reused
+//! since the word was read); any other call takes its key's shard lock once, to find or
+//! make the place, count itself in and leave a hint. Its permit keeps the place's index,
+//! and the call's end is one atomic subtraction there, with no lookup and no lock.
 //!
 //! # Invariants
 //!
-//! 1. Counts go up only under the shard lock of their key, and down without it; so a
-//!    count read under that lock can only fall before the lock is released.
+//! 1. Counts go up only by a compare-and-swap on a word that is not retired, and down by
+//!    a subtraction. A place is retired only under its key's shard lock, by a
+//!    compare-and-swap from a count of 0, and unmapped before that lock is released; a
+//!    place is reused only with a new generation, its new id stored before. So a retired
+//!    place's count stays 0, and a swap made on a word read before a retirement or a
+//!    reuse fails: a call is never counted under a place that is not its key's.
 //! 2. At most `max_keys` ids are mapped (busy or idle): a new key reserves its place in
 //!    `tracked` before mapping. An idle key (count 0) keeps its place until a new key
 //!    needs it. The first new key to find the table full sets `pressure` and *sweeps*
-//!    every shard, unmapping idle keys (under their shard's lock: by invariant 1 none can
-//!    become busy meanwhile) and freeing their places. From then on, a key whose count
+//!    every shard, retiring and unmapping idle keys (under their shard's lock; a key that
+//!    a lock-free call made busy first is not retired: invariant 1) and freeing their
+//!    places. From then on, a key whose count
 //!    falls to 0 puts its place on the `idle` list (once), and a new key that finds the
 //!    table full unmaps one from there instead of sweeping. Each step is sequentially
 //!    consistent, so a key going idle either is seen by the sweep or sees `pressure`: a
@@ -35,12 +45,14 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::OnceLock;
-use std::sync::atomic::Ordering::{AcqRel, Relaxed, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
 use bulkhead_config_types::PerKeyConfig;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
+
+// loom's primitives under `--cfg loom`: a model races the lock-free count-in with a
+// retirement and a reuse of the place (`loom_tests`).
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex};
 
 /// How many of the busiest keys a snapshot lists.
 pub const TOP_KEYS: usize = 10;
@@ -51,6 +63,9 @@ pub(crate) struct KeyTable {
     max_keys: AtomicU32,
     /// Key id → place, by shard (the id's middle bits pick the shard).
     shards: Box<[CachePadded<Mutex<Ids>>]>,
+    /// Place + 1 where a key was last found (0: none), by the mixed id's low bits: only a
+    /// hint, checked against the place (invariant 1); `hints.len()` is a power of two.
+    hints: Box<[AtomicU32]>,
     places: Places,
     /// Ids mapped in `shards` plus places reserved for ones being mapped.
     tracked: AtomicU32,
@@ -107,7 +122,9 @@ impl KeyTable {
     pub(crate) fn new(config: &PerKeyConfig) -> Self {
         let threads = std::thread::available_parallelism().map_or(4, usize::from);
         let shards = (threads * 4).next_power_of_two().clamp(4, 256);
+        let hints = hint_slots(config.max_keys);
         KeyTable {
+            hints: (0..hints).map(|_| AtomicU32::new(0)).collect(),
             max_per_key: AtomicU32::new(config.max_concurrent_calls),
             max_keys: AtomicU32::new(config.max_keys),
             shards: (0..shards)
@@ -134,33 +151,64 @@ impl KeyTable {
     }
 
     /// Counts a call of key `id` in; `None` when the key (or the overflow entry) already
-    /// holds its cap (invariant 3).
+    /// holds its cap (invariant 3). Without a lock when the key's hint is right.
     #[inline]
     pub(crate) fn enter(&self, id: u64) -> Option<KeyHold> {
         let cap = self.max_per_key.load(Relaxed);
+        let hint = &self.hints[mix(id) as usize & (self.hints.len() - 1)];
+        if let Some(hold) = self.enter_hinted(hint.load(Relaxed), id, cap) {
+            return Some(hold);
+        }
+        self.enter_locked(id, cap, hint)
+    }
+
+    /// The lock-free count-in at the place `hint` names (place + 1), if it is `id`'s and
+    /// below `cap`: one compare-and-swap (invariant 1). `None` otherwise, counting
+    /// nothing: the caller takes the lock.
+    #[inline]
+    fn enter_hinted(&self, hint: u32, id: u64, cap: u32) -> Option<KeyHold> {
+        let place = hint.checked_sub(1)?;
+        let p = self.places.get(place)?;
+        let word = p.word.load(Acquire);
+        // The id stored before the word's generation was published (`Place::reuse`).
+        if word & RETIRED != 0 || count_of(word) >= cap || p.id.load(Relaxed) != id {
+            return None;
+        }
+        p.word
+            .compare_exchange(word, word + 1, SeqCst, Relaxed)
+            .ok()
+            .map(|_| KeyHold::Tracked(place))
+    }
+
+    /// [`enter`](Self::enter) under the key's shard lock, leaving the hint.
+    #[cold]
+    #[inline(never)]
+    fn enter_locked(&self, id: u64, cap: u32, hint: &AtomicU32) -> Option<KeyHold> {
         let shard = self.shard(id);
         {
             let mut ids = shard.lock();
             if let Some(&place) = ids.get(&id) {
+                hint.store(place + 1, Relaxed);
                 return self.count_in(place, cap);
             }
             if let Some(hold) = self.map(&mut ids, id, cap) {
+                if let Some(KeyHold::Tracked(place)) = hold {
+                    hint.store(place + 1, Relaxed);
+                }
                 return hold;
             }
         }
         self.enter_full(id, cap)
     }
 
-    /// Counts a call in at `place` under its shard's lock (invariant 1: the count read
-    /// can only fall before the add).
+    /// Counts a call in at `place`, mapped to its key under the shard lock held (so not
+    /// retired: invariant 1), unless its count is at `cap`.
     #[inline]
     fn count_in(&self, place: u32, cap: u32) -> Option<KeyHold> {
-        let count = &self.places.get(place)?.count;
-        if count.load(Relaxed) >= cap {
-            return None;
-        }
-        count.fetch_add(1, AcqRel);
-        Some(KeyHold::Tracked(place))
+        let word = &self.places.get(place)?.word;
+        word.fetch_update(SeqCst, Relaxed, |w| (count_of(w) < cap).then_some(w + 1))
+            .ok()
+            .map(|_| KeyHold::Tracked(place))
     }
 
     /// Maps `id` to a place with its first call counted in, if the table has room;
@@ -175,7 +223,7 @@ impl KeyTable {
         }
         let place = self.places.take();
         if let Some(p) = self.places.get(place) {
-            p.id.store(id, Relaxed);
+            p.reuse(id);
         }
         ids.insert(id, place);
         Some(self.count_in(place, cap))
@@ -219,7 +267,7 @@ impl KeyTable {
         p.queued.store(false, SeqCst);
         let victim = p.id.load(Relaxed);
         let mut ids = self.shard(victim).lock();
-        if ids.get(&victim) == Some(&place) && p.count.load(SeqCst) == 0 {
+        if ids.get(&victim) == Some(&place) && p.retire() {
             ids.remove(&victim);
             self.places.free.lock().push(place);
             self.tracked.fetch_sub(1, AcqRel);
@@ -234,10 +282,7 @@ impl KeyTable {
             let mut ids = shard.lock();
             let mut free = self.places.free.lock();
             ids.retain(|_, &mut place| {
-                let idle = self
-                    .places
-                    .get(place)
-                    .is_none_or(|p| p.count.load(SeqCst) == 0);
+                let idle = self.places.get(place).is_none_or(Place::retire);
                 if idle {
                     free.push(place);
                     freed += 1;
@@ -259,7 +304,7 @@ impl KeyTable {
             KeyHold::Tracked(place) => {
                 if let Some(p) = self.places.get(place) {
                     // Sequentially consistent with `pressure` and the sweep (invariant 2).
-                    if p.count.fetch_sub(1, SeqCst) == 1 && self.pressure.load(SeqCst) {
+                    if count_of(p.word.fetch_sub(1, SeqCst)) == 1 && self.pressure.load(SeqCst) {
                         self.went_idle(place, p);
                     }
                 }
@@ -283,7 +328,7 @@ impl KeyTable {
         let mut top: Vec<KeyLoad> = Vec::with_capacity(TOP_KEYS + 1);
         for shard in &*self.shards {
             for (&key_id, &place) in shard.lock().iter() {
-                let in_flight = self.places.get(place).map_or(0, |p| p.count.load(Relaxed));
+                let in_flight = self.places.get(place).map_or(0, Place::count);
                 if in_flight == 0 {
                     continue;
                 }
@@ -316,12 +361,57 @@ impl KeyTable {
 /// One tracked key's place.
 #[derive(Default)]
 struct Place {
-    /// Its key's calls in flight (invariant 1).
-    count: AtomicU32,
+    /// The generation (high 32 bits), [`RETIRED`], and its key's calls in flight (the
+    /// low 31 bits): invariant 1.
+    word: AtomicU64,
     /// On the `idle` list.
     queued: AtomicBool,
-    /// The id mapped to it last (set under that id's shard lock).
+    /// The id mapped to it last (set under that id's shard lock, before the generation).
     id: AtomicU64,
+}
+
+/// A place's flag: unmapped with count 0, to be reused only with a new generation.
+const RETIRED: u64 = 1 << 31;
+/// One generation, in a place's word.
+const GENERATION: u64 = 1 << 32;
+
+/// The calls in flight in a place's word.
+#[inline]
+fn count_of(word: u64) -> u32 {
+    (word & (RETIRED - 1)) as u32
+}
+
+impl Place {
+    /// Its key's calls in flight.
+    fn count(&self) -> u32 {
+        count_of(self.word.load(Relaxed))
+    }
+
+    /// Retires the place if its count is 0 and it is live (under its key's shard lock,
+    /// which then unmaps it): from then on no call counts itself in here until
+    /// [`reuse`](Self::reuse).
+    fn retire(&self) -> bool {
+        self.word
+            .fetch_update(SeqCst, SeqCst, |w| {
+                (w & RETIRED == 0 && count_of(w) == 0).then_some(w | RETIRED)
+            })
+            .is_ok()
+    }
+
+    /// Gives the place (retired, or new) to key `id`, under its shard lock: the id first,
+    /// then a new generation with count 0, published to the lock-free readers.
+    fn reuse(&self, id: u64) {
+        self.id.store(id, Relaxed);
+        let generation = (self.word.load(Relaxed) & !(GENERATION - 1)).wrapping_add(GENERATION);
+        self.word.store(generation, Release);
+    }
+}
+
+/// The hints of a table of `max_keys` keys: as many, rounded up to a power of two, between
+/// 64 and 2^14 (4 bytes each: at most 64 KiB, whatever `max_keys` is). A hint shared by
+/// two busy keys only sends the one not named there to the lock.
+fn hint_slots(max_keys: u32) -> usize {
+    (max_keys as usize).next_power_of_two().clamp(64, 1 << 14)
 }
 
 /// Bucket 0 holds `1 << FIRST_BITS` places; each next bucket twice the one before.

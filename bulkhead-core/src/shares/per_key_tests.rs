@@ -67,10 +67,10 @@ fn places_are_found_across_buckets() {
     let places = Places::default();
     let made: Vec<u32> = (0..1000).map(|_| places.take()).collect();
     for &i in &made {
-        places.get(i).unwrap().count.fetch_add(i, Relaxed);
+        places.get(i).unwrap().word.fetch_add(u64::from(i), Relaxed);
     }
     for &i in &made {
-        let count = places.get(i).unwrap().count.load(Relaxed);
+        let count = places.get(i).unwrap().count();
         assert_eq!(count, i, "place {i} is its own");
     }
     assert_eq!(Places::locate(0), (0, 0));
@@ -161,4 +161,138 @@ fn a_table_counts_160_000_snowflake_ids_each_under_its_own_place() {
         "each id at its own cap of 1"
     );
     held.into_iter().for_each(|hold| t.leave(hold));
+}
+
+#[test]
+fn a_key_found_once_is_counted_in_through_its_hint() {
+    let t = table(2, 100);
+    let a = key_id("tenant-a");
+    let first = t.enter(a).unwrap();
+    let KeyHold::Tracked(place) = first else {
+        panic!("{first:?}");
+    };
+    let hint = t.hints[mix(a) as usize & (t.hints.len() - 1)].load(Relaxed);
+    assert_eq!(hint, place + 1, "the lookup left its hint");
+    let second = t
+        .enter_hinted(hint, a, 2)
+        .expect("counted in without the lock");
+    assert!(matches!(second, KeyHold::Tracked(p) if p == place));
+    assert!(
+        t.enter_hinted(hint, a, 2).is_none(),
+        "at its cap: the hint path counts nothing"
+    );
+    assert!(t.enter(a).is_none(), "and the locked path refuses");
+    assert!(
+        t.enter_hinted(hint, key_id("tenant-b"), 2).is_none(),
+        "another key's id does not match the place"
+    );
+    t.leave(first);
+    t.leave(second);
+    assert_eq!(t.places.get(place).unwrap().count(), 0);
+}
+
+#[test]
+fn a_stale_hint_is_never_taken_for_another_keys_place() {
+    let t = table(1, 1);
+    let (a, b) = (key_id("a"), key_id("b"));
+    t.leave(t.enter(a).unwrap());
+    let a_hint = t.hints[mix(a) as usize & (t.hints.len() - 1)].load(Relaxed);
+    // The table is full (one key): `b` retires `a`'s idle place and reuses it.
+    let held_b = t.enter(b).unwrap();
+    let KeyHold::Tracked(place) = held_b else {
+        panic!("{held_b:?}");
+    };
+    assert_eq!(a_hint, place + 1, "a's hint names the place b holds now");
+    assert!(
+        t.enter_hinted(a_hint, a, 1).is_none(),
+        "the place is b's: a is not counted there"
+    );
+    // With b busy, a shares the overflow entry; b's place keeps b's one call.
+    assert!(matches!(t.enter(a), Some(KeyHold::Overflow)));
+    assert_eq!(t.places.get(place).unwrap().count(), 1);
+    t.leave(held_b);
+}
+
+#[test]
+fn a_retired_place_counts_nothing_until_it_is_reused() {
+    let p = Place::default();
+    p.reuse(7);
+    let word = p.word.load(Relaxed);
+    assert!(p.retire(), "idle: retired");
+    assert!(!p.retire(), "retired once");
+    assert_ne!(p.word.load(Relaxed) & RETIRED, 0);
+    p.reuse(8);
+    let reused = p.word.load(Relaxed);
+    assert_eq!(count_of(reused), 0);
+    assert_eq!(reused & RETIRED, 0, "live again");
+    assert_ne!(reused, word, "under a new generation");
+    p.word.fetch_add(1, Relaxed);
+    assert!(!p.retire(), "busy: not retired");
+}
+
+/// Under loom: a key counting itself in through its hint, without a lock, while a new key
+/// finds the table full, retires the first key's idle place and reuses it. In every
+/// interleaving each call is counted under its own key's place, or refused, or shares the
+/// overflow entry; nothing is left counted.
+#[cfg(loom)]
+#[test]
+fn loom_a_hinted_count_in_racing_a_retirement_and_a_reuse_stays_with_its_key() {
+    loom::model(|| {
+        let t = std::sync::Arc::new(table(1, 1));
+        let (a, b) = (key_id("a"), key_id("b"));
+        t.leave(t.enter(a).unwrap());
+        let check = |t: &KeyTable, key: u64, hold: Option<KeyHold>| {
+            if let Some(KeyHold::Tracked(place)) = hold {
+                let p = t.places.get(place).unwrap();
+                assert_eq!(p.id.load(Relaxed), key, "counted under another key's place");
+                assert_eq!(p.count(), 1);
+            }
+            if let Some(hold) = hold {
+                t.leave(hold);
+            }
+        };
+        let other = {
+            let t = std::sync::Arc::clone(&t);
+            loom::thread::spawn(move || {
+                let hold = t.enter(b);
+                check(&t, b, hold);
+            })
+        };
+        let hold = t.enter(a);
+        check(&t, a, hold);
+        other.join().unwrap();
+        assert_eq!(t.places.get(0).unwrap().count(), 0);
+        assert_eq!(t.overflow.load(Relaxed), 0);
+    });
+}
+
+/// Under loom: two calls of one key at its cap of 1, both through its hint: at most one is
+/// counted in, whichever way they interleave.
+#[cfg(loom)]
+#[test]
+fn loom_two_hinted_count_ins_of_one_key_never_pass_its_cap() {
+    loom::model(|| {
+        let t = std::sync::Arc::new(table(1, 10));
+        let a = key_id("a");
+        t.leave(t.enter(a).unwrap());
+        let admitted = std::sync::Arc::new(AtomicU32::new(0));
+        let call = {
+            let (t, admitted) = (std::sync::Arc::clone(&t), std::sync::Arc::clone(&admitted));
+            move || {
+                if let Some(hold) = t.enter(a) {
+                    assert_eq!(
+                        admitted.fetch_add(1, SeqCst),
+                        0,
+                        "two calls of a at its cap"
+                    );
+                    admitted.fetch_sub(1, SeqCst);
+                    t.leave(hold);
+                }
+            }
+        };
+        let other = loom::thread::spawn(call.clone());
+        call();
+        other.join().unwrap();
+        assert_eq!(t.places.get(0).unwrap().count(), 0);
+    });
 }

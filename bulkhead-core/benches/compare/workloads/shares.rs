@@ -1,6 +1,6 @@
 //! Workload "shares": admission through a partition and through a per-key cap, against
 //! the plain semaphore call in the same run (the attribute's `partition = "…"` against the
-//! plain attribute); and resident memory after 1,000,000 distinct
+//! plain attribute; the per-key cap also against [`KeyedPeer`]); and resident memory after 1,000,000 distinct
 //! keys (each admitted and released) against 1,000,000 plain calls.
 
 use std::hint::black_box;
@@ -12,6 +12,7 @@ use crate::alloc;
 use crate::attribute;
 use crate::fixtures::{configured, semaphore_config};
 use crate::harness::{Cell, Row, Settings, Unit, each, find, measure, report};
+use crate::peers::KeyedPeer;
 use crate::workloads::Workload;
 
 /// Distinct keys in the memory row.
@@ -26,6 +27,7 @@ const PARTITIONED: &str = "Partition::call (live: 0.8 of 25)";
 const ATTRIBUTE_PLAIN: &str = "#[bulkhead] fn (plain)";
 const ATTRIBUTE_PARTITIONED: &str = "#[bulkhead(partition = \"live\")] fn";
 const KEYED: &str = "keyed(&tenant).call (per_key: 5, 1000 tenants)";
+const KEYED_PEER: &str = "DashMap count per key + tokio Semaphore (cap 5, 1000 tenants)";
 
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let plain = SemaphoreBulkhead::new("bench-plain", &semaphore_config(25));
@@ -38,8 +40,9 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
         SemaphoreBulkhead::new("bench-keyed", &semaphore_config(25)),
         |c| c.per_key = Some(PerKeyConfig::new(5)),
     );
+    let keyed_peer = KeyedPeer::new(25, 5);
     let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
-    let (mut a, mut b, mut c, mut d, mut e) = (0u64, 0u64, 0u64, 0usize, 0u64);
+    let (mut a, mut b, mut c, mut d, mut e, mut f) = (0u64, 0u64, 0u64, 0usize, 0u64, 0usize);
     let results = measure(
         settings.fast,
         vec![
@@ -63,6 +66,10 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
                 d = (d + 1) % tenants.len();
                 black_box(keyed.keyed(&tenants[d]).call(|| black_box(d)).ok());
             }),
+            each(KEYED_PEER, || {
+                f = (f + 1) % tenants.len();
+                black_box(keyed_peer.call(&tenants[f], || black_box(f)));
+            }),
         ],
     );
     report("shares", &results);
@@ -72,6 +79,7 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
         (PARTITIONED, plain, "≤ 1.3×"),
         (ATTRIBUTE_PARTITIONED, attribute_plain, "≤ 1.3×"),
         (KEYED, plain, "≤ 2.0×"),
+        (KEYED, find(&results, KEYED_PEER), "–"),
     ] {
         rows.push(Row {
             workload: Workload::Shares,
