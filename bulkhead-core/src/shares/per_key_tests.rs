@@ -234,7 +234,7 @@ fn a_retired_place_counts_nothing_until_it_is_reused() {
 /// finds the table full, retires the first key's idle place and reuses it. In every
 /// interleaving each call is counted under its own key's place, or refused, or shares the
 /// overflow entry; nothing is left counted.
-#[cfg(loom)]
+#[cfg(all(loom, loom_per_key))]
 #[test]
 fn loom_a_hinted_count_in_racing_a_retirement_and_a_reuse_stays_with_its_key() {
     loom::model(|| {
@@ -268,7 +268,7 @@ fn loom_a_hinted_count_in_racing_a_retirement_and_a_reuse_stays_with_its_key() {
 
 /// Under loom: two calls of one key at its cap of 1, both through its hint: at most one is
 /// counted in, whichever way they interleave.
-#[cfg(loom)]
+#[cfg(all(loom, loom_per_key))]
 #[test]
 fn loom_two_hinted_count_ins_of_one_key_never_pass_its_cap() {
     loom::model(|| {
