@@ -181,13 +181,12 @@ impl Stack {
         frame
     }
 
-    /// Sets `flags` on the innermost frame.
+    /// Sets `flags` on the frame at `at`.
     #[inline]
-    fn flag_top(&self, flags: u8) {
-        let top = self.len.get() - 1;
-        let mut frame = self.get(top);
+    fn flag(&self, at: usize, flags: u8) {
+        let mut frame = self.get(at);
         frame.flags |= flags;
-        self.set(top, frame);
+        self.set(at, frame);
     }
 }
 
@@ -320,7 +319,7 @@ pub(crate) fn time_sync(start: CallStart) {
 #[inline(never)]
 pub(crate) fn open_scope(id: BulkheadId, scope: Box<CallScope>) {
     spilled(|s| s.scopes.push((id, scope)));
-    STACK.with(|stack| stack.flag_top(SCOPED));
+    STACK.with(|stack| stack.flag(stack.len.get() - 1, SCOPED));
 }
 
 /// Runs `f` on the scope of the sync call whose frame was just pushed, if it has one (one
@@ -444,9 +443,7 @@ pub fn mark_overloaded() -> bool {
         else {
             return false;
         };
-        let mut frame = stack.get(at);
-        frame.flags |= OVERLOADED;
-        stack.set(at, frame);
+        stack.flag(at, OVERLOADED);
         true
     })
 }
@@ -458,9 +455,7 @@ pub(crate) fn mark_sync(id: BulkheadId) -> bool {
         let Some(at) = stack.find(id, |flags| flags & adaptive_sync == adaptive_sync) else {
             return false;
         };
-        let mut frame = stack.get(at);
-        frame.flags |= OVERLOADED;
-        stack.set(at, frame);
+        stack.flag(at, OVERLOADED);
         true
     })
 }

@@ -15,6 +15,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod adaptive;
+mod admission;
 pub mod async_caller;
 mod call_timeout;
 mod clock;

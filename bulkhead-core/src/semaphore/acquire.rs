@@ -1,11 +1,12 @@
 //! The future of [`SemaphoreBulkhead::acquire_async`](super::SemaphoreBulkhead::acquire_async).
 //!
-//! A small state machine, polled on any executor: `Start` (re-entry check, rate limit,
-//! fast path) → `RateWait` (a reserved rate-limit permission of a coming period) →
-//! `Permit` (fast path, else enqueue) → `Queued` (until granted, shut down, or timed out
-//! by the queue's one `max_wait` timer, `deadlines.rs`) → done. Dropping it while `Queued`
-//! leaves the queue and passes on a permit that was granted but not yet seen (invariant 4
-//! in `state.rs`).
+//! A small state machine, polled on any executor, taking the order of every admission
+//! (`crate::admission`): `Start` (re-entry) → `Gate` (shut down, then the rate limit: a
+//! reserved permission of a coming period awaited) when a rate limit is set → `Permit`
+//! (fast path, else enqueue) → `Queued` (until granted, shut down, or timed out by the
+//! queue's one `max_wait` timer, `deadlines.rs`) → done. Dropping it while `Queued` leaves
+//! the queue and passes on a permit that was granted but not yet seen (invariant 4 in
+//! `state.rs`); while at the `Gate`, gives back a reserved rate-limit permission.
 
 use std::fmt;
 use std::future::Future;
@@ -16,9 +17,7 @@ use std::time::Instant;
 use super::state::{Waited, Waiter, Wake};
 use super::{AsyncPermit, Shared};
 use crate::BulkheadError;
-use crate::clock::Sleep;
-use crate::frame;
-use crate::rate_limit::RateAdmission;
+use crate::admission::{self, First, RateGate};
 use crate::sync::Arc;
 
 /// The future of [`SemaphoreBulkhead::acquire_async`](super::SemaphoreBulkhead::acquire_async):
@@ -35,9 +34,9 @@ pub struct Acquire<'a> {
 enum Stage {
     /// Not polled yet.
     Start,
-    /// Waiting for the period of a reserved rate-limit permission to start (at the
-    /// instant held, when `sleep` fires).
-    RateWait(Sleep, Instant),
+    /// Steps 2 and 3 of the order: shut down, the rate limit (awaiting a reserved
+    /// permission of a coming period).
+    Gate(RateGate),
     /// Past the rate limit: take a permit or queue for one.
     Permit,
     /// In the waiter queue since `start`, until granted, shut down or timed out.
@@ -80,34 +79,20 @@ impl<'a> Future for Acquire<'a> {
         let waited = loop {
             match std::mem::replace(&mut self.stage, Stage::Done) {
                 Stage::Start => {
-                    if frame::is_inside(shared.id()) {
-                        return ready(Ok(shared.reentrant()));
-                    }
-                    if !shared.rate.is_enabled() {
-                        self.stage = Stage::Permit;
-                        continue;
-                    }
-                    self.stage = match shared.rate.reserve(shared.rate.timeout()) {
-                        RateAdmission::Admitted => Stage::Permit,
-                        RateAdmission::WaitUntil(at) => {
-                            Stage::RateWait(shared.clock.sleep_until(at), at)
-                        }
-                        RateAdmission::Refused { retry_after } => {
-                            let err = BulkheadError::RateLimited {
-                                name: shared.name.clone(),
-                                retry_after,
-                            };
-                            return ready(Err(shared.refuse(err)));
-                        }
+                    self.stage = match admission::first(shared) {
+                        First::Inside => return ready(Ok(shared.reentrant())),
+                        First::Open => Stage::Permit,
+                        First::Gated => Stage::Gate(RateGate::new(self.may_wait)),
                     };
                 }
-                Stage::RateWait(mut sleep, at) => {
-                    if sleep.as_mut().poll(cx).is_pending() {
-                        self.stage = Stage::RateWait(sleep, at);
+                Stage::Gate(mut gate) => match gate.poll(shared, cx) {
+                    Poll::Pending => {
+                        self.stage = Stage::Gate(gate);
                         return Poll::Pending;
                     }
-                    self.stage = Stage::Permit;
-                }
+                    Poll::Ready(Err(refused)) => return ready(Err(refused)),
+                    Poll::Ready(Ok(())) => self.stage = Stage::Permit,
+                },
                 Stage::Permit => {
                     // The error is built only for a refusal, not for a caller that waits.
                     let max_wait = match shared.try_take_fast() {
@@ -179,11 +164,10 @@ fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
 /// [`Acquire`] then. What [`SemaphoreCall`](super::SemaphoreCall) does first.
 #[inline(always)]
 pub(super) fn try_now(shared: &Shared) -> Option<Result<AsyncPermit<'_>, BulkheadError>> {
-    if frame::is_inside(shared.id()) {
-        return Some(Ok(async_permit(shared.reentrant())));
-    }
-    if shared.rate.is_enabled() {
-        return None;
+    match admission::first(shared) {
+        First::Inside => return Some(Ok(async_permit(shared.reentrant()))),
+        First::Gated => return None,
+        First::Open => {}
     }
     match shared.try_take_fast() {
         // The gate is off: no cluster lease is due.
@@ -214,13 +198,13 @@ fn poll_queued(
 
 impl Drop for Acquire<'_> {
     fn drop(&mut self) {
-        match &self.stage {
+        match &mut self.stage {
             // A permit was handed to us but never reached the caller: pass it on.
             Stage::Queued { waiter, .. } if self.shared.leave_queue(waiter) => {
                 self.shared.release_slow();
             }
             // A reserved rate-limit permission nobody will use: give it back.
-            Stage::RateWait(_, at) => self.shared.rate.give_back(*at),
+            Stage::Gate(gate) => gate.abandon(self.shared),
             _ => {}
         }
     }
@@ -228,9 +212,10 @@ impl Drop for Acquire<'_> {
 
 impl fmt::Debug for Acquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let stage = match self.stage {
+        let stage = match &self.stage {
             Stage::Start => "start",
-            Stage::RateWait(..) => "rate-wait",
+            Stage::Gate(gate) if gate.is_waiting() => "rate-wait",
+            Stage::Gate(_) => "gate",
             Stage::Permit => "permit",
             Stage::Queued { .. } => "queued",
             Stage::Done => "done",

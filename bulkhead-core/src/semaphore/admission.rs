@@ -38,12 +38,13 @@ use std::time::{Duration, Instant};
 use super::permit::{Held, RawPermit};
 use super::state::Waited;
 use super::{Permit, Shared};
-use crate::BulkheadError;
 use crate::adaptive::calls::{self, CallStart};
+use crate::admission::{self, First, Gate};
 use crate::frame::{self, BulkheadId, SyncEnd};
-use crate::rate_limit::Lease;
+use crate::rate_limit::{Lease, RateLimiter};
 use crate::stats;
 use crate::telemetry::{Load, Telemetry};
+use crate::{BulkheadError, BulkheadName};
 
 /// What [`Shared::admit_fast`] decided (two bytes: see *Code shape* above).
 #[derive(Clone, Copy)]
@@ -65,6 +66,42 @@ pub(super) enum Fast {
 pub(super) enum Reason {
     Full = stats::FULL as u8,
     ShutDown = stats::SHUT_DOWN as u8,
+}
+
+/// Steps 1–3 of the order (`crate::admission`) read this. The permit word refuses a
+/// shut-down bulkhead itself, so the gate is open whenever no rate limit (nor cluster
+/// lease) is set: one relaxed load.
+impl Gate for Shared {
+    #[inline(always)]
+    fn id(&self) -> BulkheadId {
+        self.id()
+    }
+
+    #[inline(always)]
+    fn count_reentrant(&self) {
+        self.counters.reentrant.fetch_add(1, Relaxed);
+    }
+
+    #[inline(always)]
+    fn is_open(&self) -> bool {
+        !self.rate.is_enabled()
+    }
+
+    fn is_shut_down(&self) -> bool {
+        self.is_shut_down()
+    }
+
+    fn rate(&self) -> &RateLimiter {
+        &self.rate
+    }
+
+    fn name(&self) -> &BulkheadName {
+        &self.name
+    }
+
+    fn refuse(&self, error: BulkheadError) -> BulkheadError {
+        self.refuse(error)
+    }
 }
 
 impl Shared {
@@ -110,20 +147,6 @@ impl Shared {
         }
     }
 
-    /// Non-waiting admission of a caller that is not inside: the rate limit, then a permit.
-    #[inline]
-    pub(super) fn try_admit(&self) -> Result<RawPermit<'_>, BulkheadError> {
-        if self.rate.is_enabled() {
-            self.rate
-                .try_acquire(&self.name)
-                .map_err(|err| self.refuse(err))?;
-        }
-        match self.try_take() {
-            Ok(()) => self.admitted(),
-            Err(err) => Err(self.refuse(err)),
-        }
-    }
-
     /// The uncontended admission of [`SemaphoreBulkhead::acquire`] (`may_wait`) and
     /// [`try_acquire`](SemaphoreBulkhead::try_acquire): the re-entry check, then a permit
     /// from the count, the mark made once it is taken. A refusal that needs no wait
@@ -132,18 +155,15 @@ impl Shared {
     /// Out of line: see *Code shape* above.
     #[inline(never)]
     pub(super) fn admit_fast(&self, may_wait: bool) -> Fast {
-        let id = self.id();
-        if frame::is_inside(id) {
-            self.counters.reentrant.fetch_add(1, Relaxed);
-            return Fast::Reentrant;
-        }
-        if self.rate.is_enabled() {
-            return Fast::Slow;
+        match admission::first(self) {
+            First::Inside => return Fast::Reentrant,
+            First::Gated => return Fast::Slow,
+            First::Open => {}
         }
         match self.try_take_fast() {
             Ok(()) => {
                 self.counters.permitted.fetch_add(1, Relaxed);
-                self.begin_held(id);
+                self.begin_held(self.id());
                 Fast::Admitted
             }
             // Fail fast (`max_wait: 0`, the default): refuse without the slow path.
@@ -162,15 +182,15 @@ impl Shared {
     /// caller then takes the counted path. Out of line: see *Code shape* above.
     #[inline(never)]
     pub(super) fn admit_at_once_uncounted(&self) -> Fast {
-        let id = self.id();
-        if frame::is_inside(id) {
-            self.counters.reentrant.fetch_add(1, Relaxed);
-            return Fast::Reentrant;
+        match admission::first(self) {
+            First::Inside => return Fast::Reentrant,
+            First::Gated => return Fast::Slow,
+            First::Open => {}
         }
-        if self.rate.is_enabled() || self.try_take_fast().is_err() {
+        if self.try_take_fast().is_err() {
             return Fast::Slow;
         }
-        self.begin_held(id);
+        self.begin_held(self.id());
         Fast::Admitted
     }
 
@@ -187,18 +207,22 @@ impl Shared {
     }
 
     /// Past [`admit_fast`](Self::admit_fast) (a rate limit, or a possible wait), the thread
-    /// not inside: for [`SemaphoreBulkhead::acquire`] (`may_wait`) the rate limit (waiting
-    /// up to its `timeout`), then a permit (waiting up to `max_wait`); for
-    /// [`try_acquire`](SemaphoreBulkhead::try_acquire) the same without waiting. `Ok` once
-    /// admitted: a held permit (counted `permitted`) whose mark is made; the caller builds
-    /// the [`Permit`] that owns both.
+    /// not inside: steps 2 and 3 of the order if the gate is closed (`crate::admission`:
+    /// shut down, then the rate limit, waiting up to its `timeout` if `may_wait`), then a
+    /// permit, waiting up to `max_wait` for [`SemaphoreBulkhead::acquire`] (`may_wait`),
+    /// not at all for [`try_acquire`](SemaphoreBulkhead::try_acquire). `Ok` once admitted:
+    /// a held permit (counted `permitted`) whose mark is made; the caller builds the
+    /// [`Permit`] that owns both.
     #[cold]
     #[inline(never)]
     pub(super) fn admit_slow(&self, may_wait: bool) -> Result<Held, BulkheadError> {
-        let raw = if may_wait {
-            self.admit_blocking_slow()?
-        } else {
-            self.try_admit()?
+        if !Gate::is_open(self) {
+            admission::gated(self, may_wait)?;
+        }
+        let raw = match self.try_take() {
+            Ok(()) => self.admitted()?,
+            Err(refused) if may_wait => self.wait_for_permit(refused)?,
+            Err(refused) => return Err(self.refuse(refused)),
         };
         Ok(self.hand_over(raw))
     }
@@ -284,17 +308,9 @@ impl Shared {
         self.rate.end_call(lease);
     }
 
-    /// Blocking admission past the fast path: the rate limit (waiting up to its
-    /// `timeout`), then a permit (waiting up to `max_wait`).
-    #[cold]
-    pub(super) fn admit_blocking_slow(&self) -> Result<RawPermit<'_>, BulkheadError> {
-        self.rate
-            .acquire_blocking(&self.name)
-            .map_err(|err| self.refuse(err))?;
-        let refused = match self.try_take() {
-            Ok(()) => return self.admitted(),
-            Err(err) => err,
-        };
+    /// A blocking caller the count `refused`: waits in the queue up to `max_wait` for a
+    /// permit, or is refused now (no `max_wait`, or shut down).
+    fn wait_for_permit(&self, refused: BulkheadError) -> Result<RawPermit<'_>, BulkheadError> {
         match self.max_wait_after(refused) {
             Ok(max_wait) => {
                 let since = self.clock.now();
@@ -386,9 +402,9 @@ impl Shared {
         }
     }
 
-    /// An inline permit for a re-entrant call, counted `reentrant`; holds nothing.
+    /// An inline permit for a re-entrant call (counted `reentrant` by the order's first
+    /// step); holds nothing.
     pub(super) fn reentrant(&self) -> RawPermit<'_> {
-        self.counters.reentrant.fetch_add(1, Relaxed);
         RawPermit::new(self, Held::NOTHING)
     }
 

@@ -19,10 +19,12 @@ use bulkhead_config_types::OnFull;
 use super::job::{JobRef, Outcome};
 use super::queue::Entry;
 use super::shared::{Shared, StateGuard, deadline, park};
+use crate::admission::Gate;
 use crate::events::CallOutcome;
-use crate::frame;
+use crate::frame::{self, BulkheadId};
+use crate::rate_limit::RateLimiter;
 use crate::sync::Arc;
-use crate::{BulkheadError, Refused};
+use crate::{BulkheadError, BulkheadName, Refused};
 
 /// Where an admitted call's task was queued: by which id it is cancelled or withdrawn, and
 /// when (on the pool's clock) it was queued, if the time was read (always when the pool
@@ -39,6 +41,42 @@ pub(crate) enum Admission {
     Slot,
     /// `on_full: caller-runs`: run the body on the calling thread.
     CallerRuns,
+}
+
+/// Steps 1–3 of the order (`crate::admission`) read this. A slot is a plain count that
+/// knows nothing of a shutdown, so the gate is open only with no rate limit set and the
+/// pool not shut down: two relaxed loads.
+impl Gate for Shared {
+    #[inline(always)]
+    fn id(&self) -> BulkheadId {
+        self.id()
+    }
+
+    #[inline(always)]
+    fn count_reentrant(&self) {
+        self.counters.reentrant.fetch_add(1, Relaxed);
+    }
+
+    #[inline(always)]
+    fn is_open(&self) -> bool {
+        !self.rate.is_enabled() && !self.is_shut_down()
+    }
+
+    fn is_shut_down(&self) -> bool {
+        self.is_shut_down()
+    }
+
+    fn rate(&self) -> &RateLimiter {
+        &self.rate
+    }
+
+    fn name(&self) -> &BulkheadName {
+        &self.name
+    }
+
+    fn refuse(&self, error: BulkheadError) -> BulkheadError {
+        self.refuse(error)
+    }
 }
 
 impl Shared {

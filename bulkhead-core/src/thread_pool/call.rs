@@ -1,14 +1,16 @@
-//! The sync call's paths on this thread: the fast path (re-entry, a free slot or the
-//! fail-fast refusal, decided without building anything), the slow path (rate limit, shut
-//! down, waiting for room, running on the caller), and an admitted call run on a worker
-//! while the caller blocks.
+//! The sync call's paths on this thread, in the order of every admission
+//! (`crate::admission`): the fast path (re-entry, a free slot or the fail-fast refusal,
+//! decided without building anything), the slow path (shut down, rate limit, waiting for
+//! room, running on the caller), and an admitted call run on a worker while the caller
+//! blocks.
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::ThreadPoolBulkhead;
 use super::admission::Admission;
 use super::job;
-use crate::{Refused, frame};
+use crate::Refused;
+use crate::admission::{self, First};
 
 impl ThreadPoolBulkhead {
     /// [`call`](Self::call) on this thread, blocking it.
@@ -23,25 +25,31 @@ impl ThreadPoolBulkhead {
         R: Send,
     {
         let shared = self.shared();
-        if frame::is_inside(shared.id()) {
-            let span = shared.telemetry.call_span();
-            let _span = span.enter();
-            shared.counters.reentrant.fetch_add(1, Relaxed);
-            return Ok(body(input));
-        }
         // The common case, decided without building anything: no rate limit, not shut down,
         // and a free slot, or a refusal under `on_full: abort` built straight into the result.
-        if !shared.rate.is_enabled() && !shared.is_shut_down() {
-            if shared.try_admit() {
-                let span = shared.telemetry.call_span();
-                let _span = span.enter();
-                return self.run_admitted(input, body);
+        match admission::first(&**shared) {
+            First::Inside => return Ok(self.run_inline(input, body)),
+            First::Open => {
+                if shared.try_admit() {
+                    let span = shared.telemetry.call_span();
+                    let _span = span.enter();
+                    return self.run_admitted(input, body);
+                }
+                if shared.aborts_when_full() {
+                    return Err(shared.refused_full(input));
+                }
             }
-            if shared.aborts_when_full() {
-                return Err(shared.refused_full(input));
-            }
+            First::Gated => {}
         }
         self.call_slow(input, body)
+    }
+
+    /// A re-entrant call (this thread is inside the pool: one of its workers, or a
+    /// caller-runs body): runs inline, in a span of its own.
+    fn run_inline<I, R>(&self, input: I, body: impl FnOnce(I) -> R) -> R {
+        let span = self.shared().telemetry.call_span();
+        let _span = span.enter();
+        body(input)
     }
 
     /// A call that only borrows room (a partition at or above its share): admitted if a
@@ -57,19 +65,12 @@ impl ThreadPoolBulkhead {
         R: Send,
     {
         let shared = self.shared();
-        if frame::is_inside(shared.id()) {
-            return self.call(input, body);
+        if admission::first(&**shared) == First::Inside {
+            return Ok(self.run_inline(input, body));
         }
         let span = shared.telemetry.call_span();
         let _span = span.enter();
-        if shared.is_shut_down() {
-            let error = shared.refuse(shared.shut_down_error());
-            return Err(Refused { input, error });
-        }
-        if shared.rate.is_enabled()
-            && let Err(error) = shared.rate.try_acquire(&shared.name)
-        {
-            let error = shared.refuse(error);
+        if let Err(error) = admission::gated(&**shared, false) {
             return Err(Refused { input, error });
         }
         if shared.room.len() > 0 || !shared.try_admit() {
@@ -94,15 +95,9 @@ impl ThreadPoolBulkhead {
         // The call's span; the job captures it as the current span and enters it on the worker.
         let span = shared.telemetry.call_span();
         let _span = span.enter();
-        // The rate limit before the queue (a shut-down pool refuses with `ShutDown` below).
-        if shared.rate.is_enabled()
-            && !shared.is_shut_down()
-            && let Err(error) = shared.rate.acquire_blocking(&shared.name)
-        {
-            return Err(Refused {
-                input,
-                error: shared.refuse(error),
-            });
+        // Shut down, then the rate limit (waiting up to its `timeout`), before the queue.
+        if let Err(error) = admission::gated(&**shared, true) {
+            return Err(Refused { input, error });
         }
         match shared.admit_blocking() {
             Ok(Admission::Slot) => self.run_admitted(input, body),

@@ -16,9 +16,9 @@ use super::admission::Queued;
 use super::async_job::{AsyncTask, WakerId};
 use super::job::JobRef;
 use super::shared::deadline;
+use crate::admission::{self, First, Gate, RateGate};
 use crate::clock::Sleep;
 use crate::events::CallOutcome;
-use crate::rate_limit::RateAdmission;
 use crate::{BulkheadError, Refused, frame};
 
 /// The future of an async call to a [`ThreadPoolBulkhead`]: resolves to the body's output,
@@ -55,9 +55,9 @@ struct Admissible<I, F, Fut: Future> {
 
 enum State<I, F, Fut: Future> {
     Start(I, F),
-    /// A rate-limit permission of a coming period is reserved: waiting for it to start (at
-    /// the instant held, when the sleep fires).
-    RateWait(I, F, Sleep, Instant),
+    /// Steps 2 and 3 of the order (`crate::admission`): shut down, the rate limit (awaiting
+    /// a reserved permission of a coming period).
+    Gate(I, F, RateGate),
     /// Past the rate limit: asks the pool for a slot.
     PastRateLimit(I, F),
     /// `on_full: { wait }`: waiting for room.
@@ -102,8 +102,7 @@ where
         let shared = pool.shared();
         // The fail-fast refusal of the sync call, before anything is cloned or a span made.
         if shared.aborts_when_full()
-            && !shared.rate.is_enabled()
-            && !shared.is_shut_down()
+            && shared.is_open()
             && shared.is_full()
             && !frame::is_inside(shared.id())
         {
@@ -256,53 +255,34 @@ where
                 return Poll::Ready(Ok(output));
             }
             match std::mem::replace(&mut this.state, State::Done) {
-                State::Start(input, body) => {
-                    if frame::is_inside(shared.id()) {
-                        shared.counters.reentrant.fetch_add(1, Relaxed);
+                State::Start(input, body) => match admission::first(shared) {
+                    First::Inside => {
                         this.state = State::Inline {
                             fut: Box::pin(body(input)),
                             counted: false,
                             started: None,
                         };
-                        continue;
                     }
-                    if shared.is_shut_down() {
-                        return this.refused(input, shared.shut_down_error());
-                    }
-                    // The common case: no rate limit and a free slot, one state write.
-                    if !shared.rate.is_enabled() && shared.try_admit() {
+                    // The common case: a free slot, one state write. A borrowing call
+                    // looks for room waiters first (`PastRateLimit`).
+                    First::Open if !this.borrowing && shared.try_admit() => {
                         this.state = this.submit(input, body);
-                        continue;
                     }
-                    // The rate limit before the queue.
-                    if shared.rate.is_enabled() {
-                        match shared.rate.reserve(shared.rate.timeout()) {
-                            RateAdmission::Admitted => {}
-                            RateAdmission::WaitUntil(at) => {
-                                let sleep = shared.rate.clock().sleep_until(at);
-                                this.state = State::RateWait(input, body, sleep, at);
-                                continue;
-                            }
-                            RateAdmission::Refused { retry_after } => {
-                                return this.refused(
-                                    input,
-                                    BulkheadError::RateLimited {
-                                        name: shared.name.clone(),
-                                        retry_after,
-                                    },
-                                );
-                            }
-                        }
+                    First::Open => this.state = State::PastRateLimit(input, body),
+                    First::Gated => {
+                        let gate = RateGate::new(!this.borrowing);
+                        this.state = State::Gate(input, body, gate);
                     }
-                    this.state = State::PastRateLimit(input, body);
-                }
-                State::RateWait(input, body, mut sleep, at) => {
-                    if sleep.as_mut().poll(cx).is_pending() {
-                        this.state = State::RateWait(input, body, sleep, at);
+                },
+                State::Gate(input, body, mut gate) => match gate.poll(shared, cx) {
+                    Poll::Pending => {
+                        this.state = State::Gate(input, body, gate);
                         return Poll::Pending;
                     }
-                    this.state = State::PastRateLimit(input, body);
-                }
+                    // Counted and reported by the gate.
+                    Poll::Ready(Err(error)) => return Poll::Ready(Err(Refused { input, error })),
+                    Poll::Ready(Ok(())) => this.state = State::PastRateLimit(input, body),
+                },
                 State::PastRateLimit(input, body) => {
                     if shared.is_shut_down() {
                         return this.refused(input, shared.shut_down_error());
@@ -412,9 +392,9 @@ fn unreachable_state() -> ! {
 impl<I, F, Fut: Future> Drop for Admissible<I, F, Fut> {
     fn drop(&mut self) {
         let shared = self.pool.shared();
-        match &self.state {
+        match &mut self.state {
             // A reserved rate-limit permission nobody will use: give it back.
-            State::RateWait(.., at) => shared.rate.give_back(*at),
+            State::Gate(.., gate) => gate.abandon(&**shared),
             State::Waiting {
                 ticket: Some(ticket),
                 ..
@@ -453,7 +433,7 @@ impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
         };
         let state = match call.state {
             State::Start(..) | State::PastRateLimit(..) => "start",
-            State::RateWait(..) => "waiting for the rate limit",
+            State::Gate(..) => "waiting for the rate limit",
             State::Waiting { .. } => "waiting for room",
             State::Submitted { .. } => "submitted",
             State::Inline { .. } => "running inline",
