@@ -7,7 +7,7 @@
 //! 2. **Shut down.** Refused `ShutDown`, before the rate limit spends a permission on it.
 //! 3. **Rate limit** (or a semaphore's cluster leases, which share its gate). A permission
 //!    of this period; or one of a coming period reserved within the limit's `timeout` and
-//!    waited for on the bulkhead's clock — a thread parks, a task awaits [`RateGate`] — else
+//!    waited for on the bulkhead's clock — a thread parks, a task awaits a [`RateWait`] — else
 //!    `RateLimited`. A caller that must not wait (`try_acquire`, a call that only borrows
 //!    room past its partition's share) takes only a permission of this period.
 //! 4. **Slot**: the kind's own. A semaphore's permit (its count and waiter queue,
@@ -16,7 +16,7 @@
 //!
 //! Each kind implements [`Gate`], what steps 1–3 read of it, and takes step 4 itself after
 //! [`first`] (steps 1 and the gate's state) and, when the gate is closed, [`gated`] or
-//! [`RateGate`] (steps 2 and 3). With no rate limit set, steps 2 and 3 cost one relaxed
+//! [`gated_async`] (steps 2 and 3). With no rate limit set, steps 2 and 3 cost one relaxed
 //! load ([`Gate::is_open`]): the uncontended call goes from the re-entry check straight
 //! to its slot, and a semaphore's slot word refuses a shut-down bulkhead itself.
 //!
@@ -25,8 +25,7 @@
 //! key's cap, or refused while borrowing past its partition's share, spends no rate-limit
 //! permission that another tenant could have used.
 
-use std::mem;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::clock::Sleep;
@@ -63,7 +62,7 @@ pub(crate) enum First {
     /// Nothing to check before the slot: take step 4 now.
     Open,
     /// A rate limit is set, or the bulkhead is shut down: steps 2 and 3 first ([`gated`],
-    /// [`RateGate`]), nothing done yet.
+    /// [`gated_async`]), nothing done yet.
     Gated,
 }
 
@@ -110,87 +109,65 @@ fn shut_down<G: Gate + ?Sized>(gate: &G) -> BulkheadError {
     }
 }
 
-/// Steps 2 and 3 for a task, after [`first`] said [`First::Gated`]: kept in the call's
-/// future between polls. Its owner calls [`abandon`](Self::abandon) when dropped, so a
-/// reserved permission nobody will use goes back.
-pub(crate) struct RateGate {
-    stage: Stage,
-    /// False for a call that must not wait: only a permission of this period.
+/// Steps 2 and 3 for a task, after [`first`] said [`First::Gated`]: shut down, then the
+/// rate limit, reserving a permission of a coming period within the limit's `timeout` if
+/// `may_wait` (else only one of this period). `Ok(None)`: go on to the slot; `Ok(Some)`:
+/// await the [`RateWait`] first (the call's future keeps it, and gives it back if dropped
+/// before it is over).
+///
+/// # Errors
+///
+/// [`BulkheadError::ShutDown`] or [`BulkheadError::RateLimited`], counted and reported.
+#[cold]
+#[inline(never)]
+pub(crate) fn gated_async<G: Gate + ?Sized>(
+    gate: &G,
     may_wait: bool,
+) -> Result<Option<RateWait>, BulkheadError> {
+    if gate.is_shut_down() {
+        return Err(gate.refuse(shut_down(gate)));
+    }
+    let rate = gate.rate();
+    if !rate.is_enabled() {
+        return Ok(None);
+    }
+    let timeout = if may_wait {
+        rate.timeout()
+    } else {
+        Duration::ZERO
+    };
+    match rate.reserve(timeout) {
+        RateAdmission::Admitted => Ok(None),
+        RateAdmission::WaitUntil(at) => Ok(Some(RateWait {
+            sleep: rate.clock().sleep_until(at),
+            at,
+        })),
+        RateAdmission::Refused { retry_after } => {
+            let error = BulkheadError::RateLimited {
+                name: gate.name().clone(),
+                retry_after,
+            };
+            Err(gate.refuse(error))
+        }
+    }
 }
 
-enum Stage {
-    Start,
-    /// A permission of a coming period is reserved: waiting for it to start (at the
-    /// instant held, when the sleep fires).
-    Waiting(Sleep, Instant),
-    Passed,
+/// A rate-limit permission of a coming period, reserved by [`gated_async`]: its task awaits
+/// the period's start. The call's future keeps it (the same size as the sleep and the
+/// instant it holds) and, dropped before it is over, calls [`give_back`](Self::give_back).
+pub(crate) struct RateWait {
+    sleep: Sleep,
+    at: Instant,
 }
 
-impl RateGate {
-    /// Steps 2 and 3 not yet taken.
-    pub(crate) fn new(may_wait: bool) -> Self {
-        RateGate {
-            stage: Stage::Start,
-            may_wait,
-        }
+impl RateWait {
+    /// Ready once the reserved period has started (by the rate limiter's clock).
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.sleep.as_mut().poll(cx)
     }
 
-    /// Takes steps 2 and 3, waiting for a reserved permission through the rate limiter's
-    /// clock: `Ready(Ok)` once the call may go on to its slot.
-    ///
-    /// # Errors
-    ///
-    /// [`BulkheadError::ShutDown`] or [`BulkheadError::RateLimited`], counted and reported.
-    pub(crate) fn poll<G: Gate + ?Sized>(
-        &mut self,
-        gate: &G,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(), BulkheadError>> {
-        if let Stage::Start = self.stage {
-            if gate.is_shut_down() {
-                self.stage = Stage::Passed;
-                return Poll::Ready(Err(gate.refuse(shut_down(gate))));
-            }
-            let rate = gate.rate();
-            if rate.is_enabled() {
-                let timeout = if self.may_wait {
-                    rate.timeout()
-                } else {
-                    Duration::ZERO
-                };
-                match rate.reserve(timeout) {
-                    RateAdmission::Admitted => {}
-                    RateAdmission::WaitUntil(at) => {
-                        self.stage = Stage::Waiting(rate.clock().sleep_until(at), at);
-                    }
-                    RateAdmission::Refused { retry_after } => {
-                        self.stage = Stage::Passed;
-                        let error = BulkheadError::RateLimited {
-                            name: gate.name().clone(),
-                            retry_after,
-                        };
-                        return Poll::Ready(Err(gate.refuse(error)));
-                    }
-                }
-            }
-        }
-        if let Stage::Waiting(sleep, _) = &mut self.stage {
-            ready!(sleep.as_mut().poll(cx));
-        }
-        self.stage = Stage::Passed;
-        Poll::Ready(Ok(()))
-    }
-
-    /// The call is dropped: a reserved permission of a coming period goes back.
-    pub(crate) fn abandon<G: Gate + ?Sized>(&mut self, gate: &G) {
-        if let Stage::Waiting(_, at) = mem::replace(&mut self.stage, Stage::Passed) {
-            gate.rate().give_back(at);
-        }
-    }
-
-    /// True while a reserved permission's period is awaited (for `Debug`).
-    pub(crate) fn is_waiting(&self) -> bool {
-        matches!(self.stage, Stage::Waiting(..))
+    /// The call is dropped while waiting: the reserved permission goes back.
+    pub(crate) fn give_back<G: Gate + ?Sized>(&self, gate: &G) {
+        gate.rate().give_back(self.at);
     }
 }

@@ -1,12 +1,12 @@
 //! The future of [`SemaphoreBulkhead::acquire_async`](super::SemaphoreBulkhead::acquire_async).
 //!
 //! A small state machine, polled on any executor, taking the order of every admission
-//! (`crate::admission`): `Start` (re-entry) → `Gate` (shut down, then the rate limit: a
-//! reserved permission of a coming period awaited) when a rate limit is set → `Permit`
+//! (`crate::admission`): `Start` (re-entry; with a rate limit set, shut down and the rate
+//! limit) → `RateWait` (a reserved permission of a coming period awaited) → `Permit`
 //! (fast path, else enqueue) → `Queued` (until granted, shut down, or timed out by the
 //! queue's one `max_wait` timer, `deadlines.rs`) → done. Dropping it while `Queued` leaves
 //! the queue and passes on a permit that was granted but not yet seen (invariant 4 in
-//! `state.rs`); while at the `Gate`, gives back a reserved rate-limit permission.
+//! `state.rs`); while in `RateWait`, gives back the reserved rate-limit permission.
 
 use std::fmt;
 use std::future::Future;
@@ -17,7 +17,7 @@ use std::time::Instant;
 use super::state::{Waited, Waiter, Wake};
 use super::{AsyncPermit, Shared};
 use crate::BulkheadError;
-use crate::admission::{self, First, RateGate};
+use crate::admission::{self, First, RateWait};
 use crate::sync::Arc;
 
 /// The future of [`SemaphoreBulkhead::acquire_async`](super::SemaphoreBulkhead::acquire_async):
@@ -34,9 +34,9 @@ pub struct Acquire<'a> {
 enum Stage {
     /// Not polled yet.
     Start,
-    /// Steps 2 and 3 of the order: shut down, the rate limit (awaiting a reserved
-    /// permission of a coming period).
-    Gate(RateGate),
+    /// Waiting for the period of a reserved rate-limit permission to start (step 3 of the
+    /// order).
+    RateWait(RateWait),
     /// Past the rate limit: take a permit or queue for one.
     Permit,
     /// In the waiter queue since `start`, until granted, shut down or timed out.
@@ -82,17 +82,21 @@ impl<'a> Future for Acquire<'a> {
                     self.stage = match admission::first(shared) {
                         First::Inside => return ready(Ok(shared.reentrant())),
                         First::Open => Stage::Permit,
-                        First::Gated => Stage::Gate(RateGate::new(self.may_wait)),
+                        // Shut down, then the rate limit.
+                        First::Gated => match admission::gated_async(shared, self.may_wait) {
+                            Ok(None) => Stage::Permit,
+                            Ok(Some(wait)) => Stage::RateWait(wait),
+                            Err(refused) => return ready(Err(refused)),
+                        },
                     };
                 }
-                Stage::Gate(mut gate) => match gate.poll(shared, cx) {
-                    Poll::Pending => {
-                        self.stage = Stage::Gate(gate);
+                Stage::RateWait(mut wait) => {
+                    if wait.poll(cx).is_pending() {
+                        self.stage = Stage::RateWait(wait);
                         return Poll::Pending;
                     }
-                    Poll::Ready(Err(refused)) => return ready(Err(refused)),
-                    Poll::Ready(Ok(())) => self.stage = Stage::Permit,
-                },
+                    self.stage = Stage::Permit;
+                }
                 Stage::Permit => {
                     // The error is built only for a refusal, not for a caller that waits.
                     let max_wait = match shared.try_take_fast() {
@@ -198,13 +202,13 @@ fn poll_queued(
 
 impl Drop for Acquire<'_> {
     fn drop(&mut self) {
-        match &mut self.stage {
+        match &self.stage {
             // A permit was handed to us but never reached the caller: pass it on.
             Stage::Queued { waiter, .. } if self.shared.leave_queue(waiter) => {
                 self.shared.release_slow();
             }
             // A reserved rate-limit permission nobody will use: give it back.
-            Stage::Gate(gate) => gate.abandon(self.shared),
+            Stage::RateWait(wait) => wait.give_back(self.shared),
             _ => {}
         }
     }
@@ -214,8 +218,7 @@ impl fmt::Debug for Acquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let stage = match &self.stage {
             Stage::Start => "start",
-            Stage::Gate(gate) if gate.is_waiting() => "rate-wait",
-            Stage::Gate(_) => "gate",
+            Stage::RateWait(_) => "rate-wait",
             Stage::Permit => "permit",
             Stage::Queued { .. } => "queued",
             Stage::Done => "done",

@@ -16,7 +16,7 @@ use super::admission::Queued;
 use super::async_job::{AsyncTask, WakerId};
 use super::job::JobRef;
 use super::shared::deadline;
-use crate::admission::{self, First, Gate, RateGate};
+use crate::admission::{self, First, Gate, RateWait};
 use crate::clock::Sleep;
 use crate::events::CallOutcome;
 use crate::{BulkheadError, Refused, frame};
@@ -55,9 +55,9 @@ struct Admissible<I, F, Fut: Future> {
 
 enum State<I, F, Fut: Future> {
     Start(I, F),
-    /// Steps 2 and 3 of the order (`crate::admission`): shut down, the rate limit (awaiting
-    /// a reserved permission of a coming period).
-    Gate(I, F, RateGate),
+    /// A rate-limit permission of a coming period is reserved (step 3 of the order,
+    /// `crate::admission`): waiting for the period to start.
+    RateWait(I, F, RateWait),
     /// Past the rate limit: asks the pool for a slot.
     PastRateLimit(I, F),
     /// `on_full: { wait }`: waiting for room.
@@ -269,20 +269,21 @@ where
                         this.state = this.submit(input, body);
                     }
                     First::Open => this.state = State::PastRateLimit(input, body),
-                    First::Gated => {
-                        let gate = RateGate::new(!this.borrowing);
-                        this.state = State::Gate(input, body, gate);
-                    }
+                    // Shut down, then the rate limit (a borrowing call never waits).
+                    First::Gated => match admission::gated_async(shared, !this.borrowing) {
+                        Ok(None) => this.state = State::PastRateLimit(input, body),
+                        Ok(Some(wait)) => this.state = State::RateWait(input, body, wait),
+                        // Counted and reported by the gate.
+                        Err(error) => return Poll::Ready(Err(Refused { input, error })),
+                    },
                 },
-                State::Gate(input, body, mut gate) => match gate.poll(shared, cx) {
-                    Poll::Pending => {
-                        this.state = State::Gate(input, body, gate);
+                State::RateWait(input, body, mut wait) => {
+                    if wait.poll(cx).is_pending() {
+                        this.state = State::RateWait(input, body, wait);
                         return Poll::Pending;
                     }
-                    // Counted and reported by the gate.
-                    Poll::Ready(Err(error)) => return Poll::Ready(Err(Refused { input, error })),
-                    Poll::Ready(Ok(())) => this.state = State::PastRateLimit(input, body),
-                },
+                    this.state = State::PastRateLimit(input, body);
+                }
                 State::PastRateLimit(input, body) => {
                     if shared.is_shut_down() {
                         return this.refused(input, shared.shut_down_error());
@@ -392,9 +393,9 @@ fn unreachable_state() -> ! {
 impl<I, F, Fut: Future> Drop for Admissible<I, F, Fut> {
     fn drop(&mut self) {
         let shared = self.pool.shared();
-        match &mut self.state {
+        match &self.state {
             // A reserved rate-limit permission nobody will use: give it back.
-            State::Gate(.., gate) => gate.abandon(&**shared),
+            State::RateWait(.., wait) => wait.give_back(&**shared),
             State::Waiting {
                 ticket: Some(ticket),
                 ..
@@ -433,7 +434,7 @@ impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
         };
         let state = match call.state {
             State::Start(..) | State::PastRateLimit(..) => "start",
-            State::Gate(..) => "waiting for the rate limit",
+            State::RateWait(..) => "waiting for the rate limit",
             State::Waiting { .. } => "waiting for room",
             State::Submitted { .. } => "submitted",
             State::Inline { .. } => "running inline",
