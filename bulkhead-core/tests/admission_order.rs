@@ -170,3 +170,58 @@ fn a_nested_call_runs_inline_before_the_shutdown_and_rate_limit_are_checked() {
         "the outer call's"
     );
 }
+
+#[test]
+fn an_async_call_that_only_borrows_takes_no_free_slot_while_a_caller_waits_for_room() {
+    let (_clock, clock) = manual_clock();
+    // Two calls admitted at most (one running, one queued), both guaranteed to `live`.
+    let limits = bulkhead_config_types::ThreadPoolConfig {
+        on_full: bulkhead_config_types::OnFull::Wait(Duration::from_secs(10).into()),
+        ..pool_config(1, 1, 1)
+    };
+    let pool = ThreadPoolBulkhead::with_clock("order-room", &limits, clock)
+        .with_policies(|c| c.partitions = Partitions::new([("live", 1.0)]));
+    let blocking = |gate: &support::Gate| {
+        let gate = gate.clone();
+        Box::pin(pool.call_async((), move |()| async move { gate.wait() }))
+    };
+    // Both slots taken: one body blocks the worker, another waits in the queue behind it.
+    let (first_gate, second_gate) = (support::Gate::default(), support::Gate::default());
+    let mut first = blocking(&first_gate);
+    let mut second = blocking(&second_gate);
+    assert!(poll_once(&mut first).is_pending());
+    assert!(poll_once(&mut second).is_pending());
+    // Two calls of `live`, below its share, wait for room.
+    let mut waiters: Vec<_> = (0..2)
+        .map(|n| {
+            boxed(
+                pool.in_partition("live")
+                    .call_async(n, |n| async move { n }),
+            )
+        })
+        .collect();
+    for waiter in &mut waiters {
+        assert!(poll_once(waiter).is_pending());
+    }
+    assert_eq!(pool.snapshot().waiting, 2);
+    // The first body ends: its slot frees and one waiter is woken (not polled yet); the
+    // other still waits for room while a slot is free.
+    first_gate.open();
+    support::wait_until(|| pool.snapshot().queued == 0 && pool.snapshot().waiting == 1);
+    assert!(matches!(poll_once(&mut first), Poll::Ready(Ok(()))));
+
+    // A call past its share borrows: it takes no slot while someone waits for room.
+    let mut borrowing = boxed(pool.unpartitioned().call_async(7, |n| async move { n }));
+    assert!(matches!(
+        poll_once(&mut borrowing),
+        Poll::Ready(Err(r)) if matches!(r.error, BulkheadError::Full { .. }) && r.input == 7
+    ));
+    second_gate.open();
+    let answers: Vec<_> = waiters
+        .into_iter()
+        .map(|waiter| futures_executor::block_on(waiter).ok())
+        .collect();
+    assert_eq!(answers, [Some(0), Some(1)]);
+    assert!(futures_executor::block_on(second).is_ok());
+    pool.shutdown(Duration::from_secs(5));
+}
