@@ -15,7 +15,11 @@
 //! * a worker that goes idle looks at the inbox once more before it parks (see `Step::Park`
 //!   in `worker_main`, and `Shared::enqueue`);
 //! * a worker retires only when it is surplus (more threads than `max_threads`), idle above
-//!   `core_threads` for `keep_alive`, or the pool shuts down with an empty queue.
+//!   `core_threads` for `keep_alive`, or the pool shuts down with an empty queue. Idle time
+//!   counts only while keep-alive applies: a worker that goes idle at or below
+//!   `core_threads` reads no clock, and if a resize (or an adaptive limit) later puts it
+//!   above `core_threads`, its idle time counts from its first look after that (as Java's
+//!   pool counts from `setCorePoolSize`).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::thread::Thread;
@@ -29,10 +33,11 @@ use crate::events::CallOutcome;
 use crate::frame;
 use crate::sync::Arc;
 
-/// How long an idle worker stays awake for the next task before it parks. A caller that
-/// submits again within it (the common case for a busy pool) hands its task over without a
-/// futex wake-up on either side. Measured with the machine's clock, not the pool's: it
-/// decides no outcome, only when to sleep.
+/// How long an idle worker stays awake for the next task before it parks, counted from the
+/// end of the backoff's spin and yield steps (so a task that comes during them costs no
+/// clock read). A caller that submits again within it (the common case for a busy pool)
+/// hands its task over without a futex wake-up on either side. Measured with the machine's
+/// clock, not the pool's: it decides no outcome, only when to sleep.
 const IDLE_SPIN: Duration = Duration::from_micros(20);
 
 /// Where a worker is between two looks at the queue.
@@ -43,9 +48,10 @@ enum WorkerState {
     /// Ran a task: its slot is freed and counted at the next look, and its caller woken
     /// right after.
     Ran(CallOutcome, Finished),
-    /// In the idle list since the instant held (parked, or woken without a claim: a resize,
-    /// a shutdown, or keep-alive running out).
-    Idle(Instant),
+    /// In the idle list (parked, or woken without a claim: a resize, a shutdown, or
+    /// keep-alive running out); idle above `core_threads` since the instant held, `None`
+    /// while keep-alive has not applied to it (no clock read).
+    Idle(Option<Instant>),
     /// Left the loop (the threads to wake are woken).
     Retired,
 }
@@ -56,10 +62,11 @@ pub(super) enum Step {
     Run(Entry, u32),
     /// Fail this task, which waited `Duration` (too long), with `QueueTimeout`.
     FailStale(Entry, Duration),
-    /// Nothing to do: stay idle (in the idle list since `since`) until woken, or until
-    /// `until` (keep-alive). `claims` is the idle-claim count seen under the lock.
+    /// Nothing to do: stay idle (in the idle list; idle above core since `since`, if
+    /// keep-alive applies) until woken, or until `until` (keep-alive). `claims` is the
+    /// idle-claim count seen under the lock.
     Park {
-        since: Instant,
+        since: Option<Instant>,
         until: Option<Instant>,
         claims: u64,
     },
@@ -194,28 +201,33 @@ impl Shared {
     }
 }
 
-/// Registered idle, stays awake for up to [`IDLE_SPIN`] before parking (crossbeam's
-/// `Backoff`: ~127 spin hints, then yielding the CPU to anything that wants it): a task
+/// Registered idle, stays awake before parking (crossbeam's `Backoff`: ~127 spin hints,
+/// then yielding the CPU to anything that wants it, then up to [`IDLE_SPIN`] more): a task
 /// enqueued meanwhile claims this worker and unparks it before it sleeps, which costs
-/// neither side a futex call. Stops as soon as some idle worker is claimed.
+/// neither side a futex call. Stops as soon as some idle worker is claimed; reads the clock
+/// only once the backoff's steps are over.
 fn stay_awake(shared: &Shared, claims: u64) {
     let backoff = crossbeam_utils::Backoff::new();
-    let awake_until = Instant::now() + IDLE_SPIN;
+    let mut awake_until = None;
     while shared.idle_claims.load(Relaxed) == claims {
         backoff.snooze();
-        if backoff.is_completed() && Instant::now() >= awake_until {
-            break;
+        if backoff.is_completed() {
+            let now = Instant::now();
+            if now >= *awake_until.get_or_insert(now + IDLE_SPIN) {
+                break;
+            }
         }
     }
 }
 
 impl Shared {
-    /// One look at the queue under the lock: what the worker does next.
+    /// One look at the queue under the lock: what the worker does next. `idle_since` is
+    /// `Some` while the worker is still in the idle list (holding its `WorkerState::Idle`).
     pub(super) fn next_step(
         &self,
         st: &mut PoolState,
         worker: u64,
-        idle_since: Option<Instant>,
+        idle_since: Option<Option<Instant>>,
         me: &Thread,
     ) -> Step {
         // A surplus worker (after a shrink) retires before taking new work.
@@ -244,20 +256,25 @@ impl Shared {
                     }
                 };
             }
-            let now = self.clock.now();
+            // Keep-alive applies only above core: only then is the clock read, and idle time
+            // counts from the first look that finds this worker above core.
             let above_core = st.threads > st.core;
-            let expired = idle_since.is_some_and(|since| {
-                above_core && deadline(since, st.keep_alive).is_some_and(|at| now >= at)
-            });
+            let now = above_core.then(|| self.clock.now());
+            let expired = match (idle_since, now) {
+                (Some(Some(since)), Some(now)) => {
+                    deadline(since, st.keep_alive).is_some_and(|at| now >= at)
+                }
+                _ => false,
+            };
             if !st.shutting_down && !expired {
-                let since = idle_since.unwrap_or_else(|| {
+                if idle_since.is_none() {
                     st.idle.push((worker, me.clone()));
-                    now
-                });
+                }
+                let since = idle_since.flatten().or(now);
                 return Step::Park {
                     since,
                     until: if above_core {
-                        deadline(since, st.keep_alive)
+                        since.and_then(|since| deadline(since, st.keep_alive))
                     } else {
                         None
                     },
