@@ -81,24 +81,21 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
     let me = std::thread::current();
     let mut state = WorkerState::Claimed;
     loop {
-        // Ran a task: the next one straight from the inbox, without the lock, when the pool
-        // allows it. The finished task is settled as under the lock: its slot freed and
-        // counted before its caller is woken; `active` stays as it was (one ends, one starts).
-        state = match state {
-            WorkerState::Ran(outcome, finished) => match shared.take_free() {
-                Some(entry) => {
-                    shared.release();
-                    shared.count(outcome);
-                    finished.deliver();
-                    shared.room.wake_one();
-                    // No adaptive limit here (`take_free`): `active` feeds only that.
-                    state = shared.run_entry(entry, 0);
-                    continue;
-                }
-                None => WorkerState::Ran(outcome, finished),
-            },
-            other => other,
-        };
+        // Ran a task: the next ones straight from the inbox, without the lock, while the pool
+        // allows it. Each finished task is settled as under the lock: its slot freed and
+        // counted before its caller is woken; `active` stays as it was (one ends, one
+        // starts).
+        if let WorkerState::Ran(mut outcome, mut finished) = state {
+            while let Some(entry) = shared.take_free() {
+                shared.release();
+                shared.count(outcome);
+                finished.deliver();
+                shared.room.wake_one();
+                // No adaptive limit here (`take_free`): `active` feeds only that.
+                (outcome, finished) = shared.run_entry(entry, 0);
+            }
+            state = WorkerState::Ran(outcome, finished);
+        }
         state = shared.look_under_lock(state, worker, &me);
         if matches!(state, WorkerState::Retired) {
             return;
@@ -147,7 +144,10 @@ impl Shared {
             shared.room.wake_one();
         }
         match step {
-            Step::Run(entry, active) => shared.run_entry(entry, active),
+            Step::Run(entry, active) => {
+                let (outcome, finished) = shared.run_entry(entry, active);
+                WorkerState::Ran(outcome, finished)
+            }
             Step::FailStale(entry, waited) => {
                 shared.fail_stale(entry, waited);
                 WorkerState::Claimed
@@ -178,7 +178,7 @@ impl Shared {
 
     /// Runs a task this worker took, `active` tasks running with it: its queue time
     /// recorded (if it was timed: see `Shared::enqueue`), its run reported to listeners.
-    fn run_entry(self: &Arc<Self>, entry: Entry, active: u32) -> WorkerState {
+    fn run_entry(self: &Arc<Self>, entry: Entry, active: u32) -> (CallOutcome, Finished) {
         let telemetry = &self.telemetry;
         if let Some(enqueued) = entry.enqueued {
             telemetry.record_queue_time(self.clock.now().saturating_duration_since(enqueued));
@@ -186,7 +186,7 @@ impl Shared {
         let started = telemetry.run_started();
         let (outcome, finished) = self.run_taken(entry.job, active);
         telemetry.on_finished(started, outcome);
-        WorkerState::Ran(outcome, finished)
+        (outcome, finished)
     }
 
     /// The next task from the inbox, taken without the lock, if the pool allows it
