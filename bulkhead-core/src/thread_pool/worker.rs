@@ -232,8 +232,9 @@ impl Shared {
     ) -> Step {
         // A surplus worker (after a shrink) retires before taking new work.
         if st.threads <= st.max {
-            let policy = st.policy;
-            let taken = match st.queue.take(&policy, || self.clock.now()) {
+            // Borrowed beside the queue, not copied (the policy is a few words).
+            let PoolState { queue, policy, .. } = &mut *st;
+            let taken = match queue.take(policy, || self.clock.now()) {
                 // The queue empty and taking from the inbox: its oldest task is the next.
                 None if st.takes_from_inbox() => self.inbox.pop().map(Taken::Run),
                 taken => taken,
