@@ -301,7 +301,7 @@ impl Shared {
                 shutdown_closing: false,
                 drained: 0,
             })),
-            inbox: Inbox::default(),
+            inbox: Inbox::new(u64::from(max) + u64::from(capacity)),
             direct: AtomicBool::new(false),
             take_free: AtomicBool::new(false),
             thread_name_prefix,

@@ -15,7 +15,11 @@
 //! * a worker that goes idle looks at the inbox once more before it parks (see `Step::Park`
 //!   in `worker_main`, and `Shared::enqueue`);
 //! * a worker retires only when it is surplus (more threads than `max_threads`), idle above
-//!   `core_threads` for `keep_alive`, or the pool shuts down with an empty queue.
+//!   `core_threads` for `keep_alive`, or the pool shuts down with an empty queue. Idle time
+//!   counts only while keep-alive applies: a worker that goes idle at or below
+//!   `core_threads` reads no clock, and if a resize (or an adaptive limit) later puts it
+//!   above `core_threads`, its idle time counts from its first look after that (as Java's
+//!   pool counts from `setCorePoolSize`).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::thread::Thread;
@@ -29,10 +33,11 @@ use crate::events::CallOutcome;
 use crate::frame;
 use crate::sync::Arc;
 
-/// How long an idle worker stays awake for the next task before it parks. A caller that
-/// submits again within it (the common case for a busy pool) hands its task over without a
-/// futex wake-up on either side. Measured with the machine's clock, not the pool's: it
-/// decides no outcome, only when to sleep.
+/// How long an idle worker stays awake for the next task before it parks, counted from the
+/// end of the backoff's spin and yield steps (so a task that comes during them costs no
+/// clock read). A caller that submits again within it (the common case for a busy pool)
+/// hands its task over without a futex wake-up on either side. Measured with the machine's
+/// clock, not the pool's: it decides no outcome, only when to sleep.
 const IDLE_SPIN: Duration = Duration::from_micros(20);
 
 /// Where a worker is between two looks at the queue.
@@ -43,9 +48,10 @@ enum WorkerState {
     /// Ran a task: its slot is freed and counted at the next look, and its caller woken
     /// right after.
     Ran(CallOutcome, Finished),
-    /// In the idle list since the instant held (parked, or woken without a claim: a resize,
-    /// a shutdown, or keep-alive running out).
-    Idle(Instant),
+    /// In the idle list (parked, or woken without a claim: a resize, a shutdown, or
+    /// keep-alive running out); idle above `core_threads` since the instant held, `None`
+    /// while keep-alive has not applied to it (no clock read).
+    Idle(Option<Instant>),
     /// Left the loop (the threads to wake are woken).
     Retired,
 }
@@ -56,10 +62,11 @@ pub(super) enum Step {
     Run(Entry, u32),
     /// Fail this task, which waited `Duration` (too long), with `QueueTimeout`.
     FailStale(Entry, Duration),
-    /// Nothing to do: stay idle (in the idle list since `since`) until woken, or until
-    /// `until` (keep-alive). `claims` is the idle-claim count seen under the lock.
+    /// Nothing to do: stay idle (in the idle list; idle above core since `since`, if
+    /// keep-alive applies) until woken, or until `until` (keep-alive). `claims` is the
+    /// idle-claim count seen under the lock.
     Park {
-        since: Instant,
+        since: Option<Instant>,
         until: Option<Instant>,
         claims: u64,
     },
@@ -74,24 +81,21 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
     let me = std::thread::current();
     let mut state = WorkerState::Claimed;
     loop {
-        // Ran a task: the next one straight from the inbox, without the lock, when the pool
-        // allows it. The finished task is settled as under the lock: its slot freed and
-        // counted before its caller is woken; `active` stays as it was (one ends, one starts).
-        state = match state {
-            WorkerState::Ran(outcome, finished) => match shared.take_free() {
-                Some(entry) => {
-                    shared.release();
-                    shared.count(outcome);
-                    finished.deliver();
-                    shared.room.wake_one();
-                    // No adaptive limit here (`take_free`): `active` feeds only that.
-                    state = shared.run_entry(entry, 0);
-                    continue;
-                }
-                None => WorkerState::Ran(outcome, finished),
-            },
-            other => other,
-        };
+        // Ran a task: the next ones straight from the inbox, without the lock, while the pool
+        // allows it. Each finished task is settled as under the lock: its slot freed and
+        // counted before its caller is woken; `active` stays as it was (one ends, one
+        // starts).
+        if let WorkerState::Ran(mut outcome, mut finished) = state {
+            while let Some(entry) = shared.take_free() {
+                shared.release();
+                shared.count(outcome);
+                finished.deliver();
+                shared.room.wake_one();
+                // No adaptive limit here (`take_free`): `active` feeds only that.
+                (outcome, finished) = shared.run_entry(entry, 0);
+            }
+            state = WorkerState::Ran(outcome, finished);
+        }
         state = shared.look_under_lock(state, worker, &me);
         if matches!(state, WorkerState::Retired) {
             return;
@@ -140,7 +144,10 @@ impl Shared {
             shared.room.wake_one();
         }
         match step {
-            Step::Run(entry, active) => shared.run_entry(entry, active),
+            Step::Run(entry, active) => {
+                let (outcome, finished) = shared.run_entry(entry, active);
+                WorkerState::Ran(outcome, finished)
+            }
             Step::FailStale(entry, waited) => {
                 shared.fail_stale(entry, waited);
                 WorkerState::Claimed
@@ -171,7 +178,7 @@ impl Shared {
 
     /// Runs a task this worker took, `active` tasks running with it: its queue time
     /// recorded (if it was timed: see `Shared::enqueue`), its run reported to listeners.
-    fn run_entry(self: &Arc<Self>, entry: Entry, active: u32) -> WorkerState {
+    fn run_entry(self: &Arc<Self>, entry: Entry, active: u32) -> (CallOutcome, Finished) {
         let telemetry = &self.telemetry;
         if let Some(enqueued) = entry.enqueued {
             telemetry.record_queue_time(self.clock.now().saturating_duration_since(enqueued));
@@ -179,7 +186,7 @@ impl Shared {
         let started = telemetry.run_started();
         let (outcome, finished) = self.run_taken(entry.job, active);
         telemetry.on_finished(started, outcome);
-        WorkerState::Ran(outcome, finished)
+        (outcome, finished)
     }
 
     /// The next task from the inbox, taken without the lock, if the pool allows it
@@ -194,34 +201,40 @@ impl Shared {
     }
 }
 
-/// Registered idle, stays awake for up to [`IDLE_SPIN`] before parking (crossbeam's
-/// `Backoff`: ~127 spin hints, then yielding the CPU to anything that wants it): a task
+/// Registered idle, stays awake before parking (crossbeam's `Backoff`: ~127 spin hints,
+/// then yielding the CPU to anything that wants it, then up to [`IDLE_SPIN`] more): a task
 /// enqueued meanwhile claims this worker and unparks it before it sleeps, which costs
-/// neither side a futex call. Stops as soon as some idle worker is claimed.
+/// neither side a futex call. Stops as soon as some idle worker is claimed; reads the clock
+/// only once the backoff's steps are over.
 fn stay_awake(shared: &Shared, claims: u64) {
     let backoff = crossbeam_utils::Backoff::new();
-    let awake_until = Instant::now() + IDLE_SPIN;
+    let mut awake_until = None;
     while shared.idle_claims.load(Relaxed) == claims {
         backoff.snooze();
-        if backoff.is_completed() && Instant::now() >= awake_until {
-            break;
+        if backoff.is_completed() {
+            let now = Instant::now();
+            if now >= *awake_until.get_or_insert(now + IDLE_SPIN) {
+                break;
+            }
         }
     }
 }
 
 impl Shared {
-    /// One look at the queue under the lock: what the worker does next.
+    /// One look at the queue under the lock: what the worker does next. `idle_since` is
+    /// `Some` while the worker is still in the idle list (holding its `WorkerState::Idle`).
     pub(super) fn next_step(
         &self,
         st: &mut PoolState,
         worker: u64,
-        idle_since: Option<Instant>,
+        idle_since: Option<Option<Instant>>,
         me: &Thread,
     ) -> Step {
         // A surplus worker (after a shrink) retires before taking new work.
         if st.threads <= st.max {
-            let policy = st.policy;
-            let taken = match st.queue.take(&policy, || self.clock.now()) {
+            // Borrowed beside the queue, not copied (the policy is a few words).
+            let PoolState { queue, policy, .. } = &mut *st;
+            let taken = match queue.take(policy, || self.clock.now()) {
                 // The queue empty and taking from the inbox: its oldest task is the next.
                 None if st.takes_from_inbox() => self.inbox.pop().map(Taken::Run),
                 taken => taken,
@@ -244,20 +257,25 @@ impl Shared {
                     }
                 };
             }
-            let now = self.clock.now();
+            // Keep-alive applies only above core: only then is the clock read, and idle time
+            // counts from the first look that finds this worker above core.
             let above_core = st.threads > st.core;
-            let expired = idle_since.is_some_and(|since| {
-                above_core && deadline(since, st.keep_alive).is_some_and(|at| now >= at)
-            });
+            let now = above_core.then(|| self.clock.now());
+            let expired = match (idle_since, now) {
+                (Some(Some(since)), Some(now)) => {
+                    deadline(since, st.keep_alive).is_some_and(|at| now >= at)
+                }
+                _ => false,
+            };
             if !st.shutting_down && !expired {
-                let since = idle_since.unwrap_or_else(|| {
+                if idle_since.is_none() {
                     st.idle.push((worker, me.clone()));
-                    now
-                });
+                }
+                let since = idle_since.flatten().or(now);
                 return Step::Park {
                     since,
                     until: if above_core {
-                        deadline(since, st.keep_alive)
+                        since.and_then(|since| deadline(since, st.keep_alive))
                     } else {
                         None
                     },
