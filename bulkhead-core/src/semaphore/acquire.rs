@@ -67,15 +67,27 @@ impl<'a> Future for Acquire<'a> {
     type Output = Result<AsyncPermit<'a>, BulkheadError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let shared = self.shared;
         // The first poll's common case, decided without stepping through the stages (a
-        // caller that must not queue is refused below, where it would wait).
+        // caller that must not queue is refused there, where it would wait).
         if matches!(self.stage, Stage::Start)
-            && let Some(decided) = try_now(shared)
+            && let Some(decided) = try_now(self.shared)
         {
-            self.stage = Stage::Done;
+            // `Start` holds nothing: replaced without running `Stage`'s drop glue.
+            std::mem::forget(std::mem::replace(&mut self.stage, Stage::Done));
             return Poll::Ready(decided);
         }
+        self.poll_stages(cx)
+    }
+}
+
+impl<'a> Acquire<'a> {
+    /// The stages, out of line: the first poll's common case above stays small.
+    #[inline(never)]
+    fn poll_stages(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<AsyncPermit<'a>, BulkheadError>> {
+        let shared = self.shared;
         let waited = loop {
             match std::mem::replace(&mut self.stage, Stage::Done) {
                 Stage::Start => {

@@ -97,15 +97,43 @@ impl<'a> RawPermit<'a> {
     }
 }
 
-impl Drop for RawPermit<'_> {
-    #[inline]
-    fn drop(&mut self) {
+impl RawPermit<'_> {
+    /// The end of the call: the common one — a plain permit (no lease), no scope, no
+    /// adaptive start, not cancelled and no panic — is `completed` (derived) and the permit
+    /// given back; anything else is [`finish`], out of line. A re-entrant permit returns
+    /// nothing. Out of line itself, so that the futures that may drop a permit stay small.
+    #[inline(never)]
+    fn end(&mut self) {
+        if self.held == Held::PERMIT
+            && !self.cancelled
+            && self.start.is_none()
+            && self.scope.is_none()
+            && !std::thread::panicking()
+        {
+            self.shared.give_back();
+        } else if self.held.is_held() {
+            self.finish_slow();
+        }
+    }
+
+    /// [`finish`] for a permit with more to its end than giving the permit back: a lease,
+    /// a span or listener, an adaptive start, a cancellation or a panic.
+    #[cold]
+    #[inline(never)]
+    fn finish_slow(&mut self) {
         let ended = Ended {
             cancelled: self.cancelled,
             start: self.start,
             overloaded: self.overloaded,
         };
         finish(self.shared, self.held, ended, self.scope.take());
+    }
+}
+
+impl Drop for RawPermit<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.end();
     }
 }
 

@@ -136,7 +136,18 @@ impl<'a> Holds<'a> {
         let Some(table) = host.layers().partitions() else {
             return true;
         };
-        match partition.and_then(|index| table.get(index)) {
+        self.enter_resolved(host, partition.and_then(|index| table.get(index)))
+    }
+
+    /// [`enter_partition`](Self::enter_partition) on a partitioned host, the partition
+    /// already looked up (`None`: the call names none, so it only borrows).
+    #[inline(always)]
+    pub(crate) fn enter_resolved<H: Host>(
+        &mut self,
+        host: &'a H,
+        partition: Option<&'a PartitionState>,
+    ) -> bool {
+        match partition {
             Some(_) if host.inside_here() => true,
             Some(state) => {
                 self.partition = Some(state);
@@ -161,14 +172,16 @@ impl<'a> Holds<'a> {
         settle(self.partition, borrowed, admitted);
     }
 
-    /// Takes the counts back now (a re-entrant call's, which holds nothing).
+    /// Takes the counts back now (a re-entrant call's, which holds nothing). The key's
+    /// out of line: the permits that hold these are dropped by glue the compiler inlines
+    /// only while it is small.
     #[inline]
     pub(crate) fn release(&mut self) {
         if let Some(partition) = self.partition.take() {
             partition.leave();
         }
         if let Some((table, hold)) = self.key.take() {
-            table.leave(hold);
+            leave_key(table, hold);
         }
     }
 
@@ -179,6 +192,12 @@ impl<'a> Holds<'a> {
             key: self.key.take().map(|(_, hold)| hold),
         }
     }
+}
+
+/// [`KeyTable::leave`], out of line (see [`Holds::release`]).
+#[inline(never)]
+fn leave_key(table: &KeyTable, hold: KeyHold) {
+    table.leave(hold);
 }
 
 impl fmt::Debug for Holds<'_> {

@@ -170,6 +170,17 @@ impl PartitionTable {
         }
     }
 
+    /// The partition [`resolve`](Self::resolve) names.
+    #[inline]
+    pub(crate) fn resolve_state(
+        &self,
+        index: usize,
+        name: &str,
+        fingerprint: u64,
+    ) -> Option<&PartitionState> {
+        self.get(self.resolve(index, name, fingerprint)?)
+    }
+
     /// The calls its partitions admitted at once, which the bulkhead's `permitted` does
     /// not count (invariant 5).
     pub(crate) fn admitted_at_once(&self) -> u64 {

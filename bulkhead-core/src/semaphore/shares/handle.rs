@@ -69,7 +69,8 @@ impl Partition {
     /// A call of this partition.
     #[inline]
     pub fn admission(&self) -> Admission<'_> {
-        Admission::new(&self.bulkhead, Some(self.index))
+        let partition = self.bulkhead.shares().partition_at(self.index);
+        Admission::new(&self.bulkhead, partition)
     }
 
     /// A call of this partition, counted under `key` too.
@@ -177,8 +178,9 @@ impl SemaphoreBulkhead {
     /// none (see [`unpartitioned`](Self::unpartitioned)). Looks the name up on each call:
     /// a [`Partition`] handle, or the attribute's `partition = "…"`, resolves it once.
     pub fn in_partition(&self, name: &str) -> Admission<'_> {
-        let index = self.shares().partitions().and_then(|t| t.index_of(name));
-        Admission::new(self, index)
+        let table = self.shares().partitions();
+        let partition = table.and_then(|t| t.get(t.index_of(name)?));
+        Admission::new(self, partition)
     }
 
     /// [`in_partition`](Self::in_partition) with the partition's place among the sorted
@@ -188,11 +190,11 @@ impl SemaphoreBulkhead {
     #[doc(hidden)]
     #[inline]
     pub fn in_partition_at(&self, index: usize, name: &str, fingerprint: u64) -> Admission<'_> {
-        let index = self
+        let partition = self
             .shares()
             .partitions()
-            .and_then(|t| t.resolve(index, name, fingerprint));
-        Admission::new(self, index)
+            .and_then(|t| t.resolve_state(index, name, fingerprint));
+        Admission::new(self, partition)
     }
 
     /// A call counted under `key` (and no partition; see

@@ -15,7 +15,7 @@ pub use permits::{AsyncSharePermit, SharePermit};
 
 use super::{AsyncPermit, OwnedPermit, Permit, SemaphoreBulkhead};
 use crate::BulkheadError;
-use crate::shares::{Holds, Host, Layers, key_id};
+use crate::shares::{Holds, Host, Layers, PartitionState, key_id};
 
 /// The shares of a semaphore divide its permits.
 impl Host for SemaphoreBulkhead {
@@ -69,13 +69,18 @@ impl Host for SemaphoreBulkhead {
 #[must_use = "an admission does nothing until it acquires or calls"]
 pub struct Admission<'a> {
     bulkhead: &'a SemaphoreBulkhead,
-    partition: Option<usize>,
+    /// The partition the call names, looked up once when the admission is made (the
+    /// names are fixed once set: `crate::shares`).
+    partition: Option<&'a PartitionState>,
     key: Option<u64>,
 }
 
 impl<'a> Admission<'a> {
     #[inline]
-    pub(super) fn new(bulkhead: &'a SemaphoreBulkhead, partition: Option<usize>) -> Self {
+    pub(super) fn new(
+        bulkhead: &'a SemaphoreBulkhead,
+        partition: Option<&'a PartitionState>,
+    ) -> Self {
         Admission {
             bulkhead,
             partition,
@@ -96,12 +101,6 @@ impl<'a> Admission<'a> {
     pub fn key_id(mut self, id: u64) -> Self {
         self.key = Some(id);
         self
-    }
-
-    /// The partition the call names, if the bulkhead has it.
-    #[inline(always)]
-    fn partition_state(&self) -> Option<&'a crate::shares::PartitionState> {
-        self.bulkhead.shares().partitions()?.get(self.partition?)
     }
 
     /// Step 3's outcome: counts it, and takes back the holds of a re-entrant permit (a
@@ -174,9 +173,9 @@ impl<'a> Admission<'a> {
         may_block: bool,
     ) -> Result<Permit<'a>, BulkheadError> {
         holds.enter_key(self.bulkhead, self.key)?;
-        if let Some(partition) = self.partition_state() {
+        if let Some(partition) = self.partition {
             let Some(permit) = self.bulkhead.permit_at_once_uncounted() else {
-                return self.counted_permit_slow(holds, may_block);
+                return Self::counted_permit_slow(self.bulkhead, partition, holds, may_block);
             };
             // A re-entrant permit holds nothing: its call is not counted.
             if !permit.is_reentrant() {
@@ -187,15 +186,17 @@ impl<'a> Admission<'a> {
         self.counted_permit(holds, may_block)
     }
 
-    /// A call of a partition that found no free permit (out of line: it may wait).
+    /// A call of a partition that found no free permit (out of line: it may wait). Takes
+    /// the admission's parts, not the admission: nothing of it is kept in memory for it.
     #[cold]
     #[inline(never)]
     fn counted_permit_slow(
-        &self,
+        bulkhead: &'a SemaphoreBulkhead,
+        partition: &'a PartitionState,
         holds: &mut Holds<'a>,
         may_block: bool,
     ) -> Result<Permit<'a>, BulkheadError> {
-        self.counted_permit(holds, may_block)
+        Admission::new(bulkhead, Some(partition)).counted_permit(holds, may_block)
     }
 
     /// Step 2 counted before the permit, then step 3: the bulkhead's permit, waiting if
@@ -206,9 +207,19 @@ impl<'a> Admission<'a> {
         holds: &mut Holds<'a>,
         may_block: bool,
     ) -> Result<Permit<'a>, BulkheadError> {
-        let may_wait = holds.enter_partition(self.bulkhead, self.partition);
+        let may_wait = self.enter_partition(holds);
         let permit = self.bulkhead.permit(may_block && may_wait);
         Self::settle(holds, !may_wait, permit, Permit::is_reentrant)
+    }
+
+    /// Step 2 before the permit ([`Holds::enter_partition`], the partition already looked
+    /// up): whether the call may wait.
+    #[inline(always)]
+    fn enter_partition(&self, holds: &mut Holds<'a>) -> bool {
+        if self.partition.is_none() && self.bulkhead.shares().partitions().is_none() {
+            return true;
+        }
+        holds.enter_resolved(self.bulkhead, self.partition)
     }
 
     /// [`acquire`](Self::acquire) for async callers, on any executor. Dropping the future
@@ -219,7 +230,8 @@ impl<'a> Admission<'a> {
     /// As [`acquire`](Self::acquire).
     pub async fn acquire_async(self) -> Result<AsyncSharePermit<'a>, BulkheadError> {
         let mut holds = Holds::default();
-        let may_wait = holds.enter(self.bulkhead, self.partition, self.key)?;
+        holds.enter_key(self.bulkhead, self.key)?;
+        let may_wait = self.enter_partition(&mut holds);
         let permit = if may_wait {
             self.bulkhead.acquire_async().await
         } else {
@@ -238,11 +250,12 @@ impl<'a> Admission<'a> {
     pub fn acquire_owned(
         &self,
     ) -> impl Future<Output = Result<OwnedPermit, BulkheadError>> + Send + 'static {
-        let (bulkhead, partition, key) = (self.bulkhead.clone(), self.partition, self.key);
+        let partition = self.partition.map(PartitionState::index);
+        let (bulkhead, key) = (self.bulkhead.clone(), self.key);
         async move {
             let admission = Admission {
+                partition: partition.and_then(|i| bulkhead.shares().partition_at(i)),
                 bulkhead: &bulkhead,
-                partition,
                 key,
             };
             let (permit, holds) = admission.acquire_async().await?.into_parts();
@@ -278,9 +291,9 @@ impl<'a> Admission<'a> {
 
 impl fmt::Debug for Admission<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let partition = self.partition.and_then(|i| {
+        let partition = self.partition.and_then(|p| {
             let table = self.bulkhead.shares().partitions()?;
-            table.names().nth(i)
+            table.names().nth(p.index())
         });
         f.debug_struct("Admission")
             .field("bulkhead", self.bulkhead.name())
