@@ -669,7 +669,7 @@ fn a_failure_racing_a_run_of_the_same_job_is_answered_once() {
 /// a worker that has just run a task does) racing the caller that queued it there and then
 /// drops its future (its cancellation removes the task under the lock if still queued): the
 /// task is run or cancelled, counted once, its slot freed once, nothing left queued. Under
-/// loom the inbox is a loom mutex around a `VecDeque` (`inbox.rs`): crossbeam's `SegQueue`
+/// loom the inbox is a loom mutex around a `VecDeque` (`inbox.rs`): crossbeam's `ArrayQueue` ring
 /// is not modelled, so this checks the protocol around the queue, not its algorithm.
 #[test]
 fn a_task_taken_without_the_lock_racing_its_cancellation_is_settled_once() {
