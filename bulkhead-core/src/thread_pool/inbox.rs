@@ -155,22 +155,11 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::events::CallOutcome;
-    use crate::thread_pool::job::{Job, JobRef};
-
-    struct Nop;
-    impl Job for Nop {
-        fn run(&self) -> CallOutcome {
-            CallOutcome::Completed
-        }
-        fn deliver(self: Arc<Self>) {}
-        fn fail(&self, _: crate::BulkheadError) {}
-        fn abandon(&self) {}
-    }
+    use crate::thread_pool::job::JobRef;
 
     fn entry(id: u64) -> Entry {
         Entry {
-            job: JobRef::new(Arc::new(Nop)),
+            job: JobRef::nop(),
             id,
             enqueued: None,
         }

@@ -102,6 +102,21 @@ impl JobRef {
         JobRef(job)
     }
 
+    /// A job that does nothing, for the queue's and the inbox's unit tests.
+    #[cfg(test)]
+    pub(crate) fn nop() -> Self {
+        struct Nop;
+        impl Job for Nop {
+            fn run(&self) -> CallOutcome {
+                CallOutcome::Completed
+            }
+            fn deliver(self: Arc<Self>) {}
+            fn fail(&self, _: BulkheadError) {}
+            fn abandon(&self) {}
+        }
+        JobRef(Arc::new(Nop))
+    }
+
     /// The job's identity while it is alive (its address), by which a caller that holds
     /// the job cancels it: unique among queued jobs, since each entry holds its job alive.
     pub(crate) fn id(&self) -> u64 {

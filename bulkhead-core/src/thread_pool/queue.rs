@@ -190,23 +190,10 @@ impl TaskQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::CallOutcome;
-    use crate::thread_pool::job::Job;
-    use std::sync::Arc;
-
-    struct Nop;
-    impl Job for Nop {
-        fn run(&self) -> CallOutcome {
-            CallOutcome::Completed
-        }
-        fn deliver(self: Arc<Self>) {}
-        fn fail(&self, _: crate::BulkheadError) {}
-        fn abandon(&self) {}
-    }
 
     fn entry(id: u64, at: Instant) -> Entry {
         Entry {
-            job: JobRef::new(Arc::new(Nop)),
+            job: JobRef::nop(),
             id,
             enqueued: Some(at),
         }
