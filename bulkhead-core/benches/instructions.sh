@@ -124,6 +124,7 @@ rows=(
     'shares: `#[bulkhead(partition = "live")] fn` vs the plain `#[bulkhead] fn`|attribute-partition-call|attribute-call'
     'shares: `keyed(&tenant).call` (1 000 tenants) vs the plain `SemaphoreBulkhead::call`|keyed-call|semaphore-call'
     'shares: `keyed(&tenant).call` (1 000 tenants) vs a `DashMap` count per key + tokio `Semaphore`|keyed-call|keyed-peer'
+    'shares: the keyed floor (key hashed, a counter'"'"'s CAS in and subtraction out, not a usable cap) vs the plain `SemaphoreBulkhead::call`|keyed-floor|semaphore-call'
 )
 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

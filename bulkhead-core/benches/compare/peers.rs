@@ -306,3 +306,44 @@ impl KeyedPeer {
         result
     }
 }
+
+/// The least any cap per key adds to a plain call, for the shares row: the key hashed as
+/// ours is ([`SemaphoreBulkhead::key_id`]), one compare-and-swap into a counter picked by
+/// the id, the plain call ([`SemaphoreBulkhead::call`]), one subtraction. **Not a usable
+/// cap**: a fixed array of counters, with no map, so keys that share a counter share a
+/// cap and nothing bounds which keys count where. It is a floor: every exact cap with
+/// bounded memory does this much and more (finds the key's counter, and frees it).
+///
+/// [`SemaphoreBulkhead::key_id`]: bulkhead_core::SemaphoreBulkhead::key_id
+/// [`SemaphoreBulkhead::call`]: bulkhead_core::SemaphoreBulkhead::call
+pub struct KeyedFloor {
+    counts: Box<[std::sync::atomic::AtomicU32]>,
+    bulkhead: bulkhead_core::SemaphoreBulkhead,
+    cap: u32,
+}
+
+impl KeyedFloor {
+    pub fn new(bulkhead: bulkhead_core::SemaphoreBulkhead, cap: u32) -> Self {
+        KeyedFloor {
+            counts: (0..4096)
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
+                .collect(),
+            bulkhead,
+            cap,
+        }
+    }
+
+    /// Runs `body` if the key's counter is below the cap and the bulkhead admits it.
+    pub fn call<R>(&self, key: &str, body: impl FnOnce() -> R) -> Option<R> {
+        let id = bulkhead_core::SemaphoreBulkhead::key_id(key);
+        let count = &self.counts[id as usize & (self.counts.len() - 1)];
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::Relaxed, |n| {
+                (n < self.cap).then_some(n + 1)
+            })
+            .ok()?;
+        let result = self.bulkhead.call(body).ok();
+        count.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+}

@@ -149,6 +149,10 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
         let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
         profile_loop_keyed_peer(&crate::peers::KeyedPeer::new(25, 5), &tenants, n);
     }),
+    ("keyed-floor", |n| {
+        let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
+        profile_loop_keyed_floor(&crate::peers::KeyedFloor::new(semaphore(), 5), &tenants, n);
+    }),
 ];
 
 /// Runs the workload named `workload` `n` times, or says which names there are.
@@ -218,6 +222,14 @@ fn profile_loop_keyed_peer(peer: &crate::peers::KeyedPeer, tenants: &[String], n
     for i in 0..n {
         let tenant = &tenants[i as usize % tenants.len()];
         black_box(peer.call(tenant, || black_box(i)));
+    }
+}
+
+#[inline(never)]
+fn profile_loop_keyed_floor(floor: &crate::peers::KeyedFloor, tenants: &[String], n: u64) {
+    for i in 0..n {
+        let tenant = &tenants[i as usize % tenants.len()];
+        black_box(floor.call(tenant, || black_box(i)));
     }
 }
 

@@ -1,7 +1,8 @@
 //! Workload "shares": admission through a partition and through a per-key cap, against
 //! the plain semaphore call in the same run (the attribute's `partition = "…"` against the
-//! plain attribute; the per-key cap also against [`KeyedPeer`]); and resident memory after 1,000,000 distinct
-//! keys (each admitted and released) against 1,000,000 plain calls.
+//! plain attribute; the per-key cap also against [`KeyedPeer`], and [`KeyedFloor`], the least
+//! any cap per key adds, against the plain call); and resident memory after 1,000,000
+//! distinct keys (each admitted and released) against 1,000,000 plain calls.
 
 use std::hint::black_box;
 
@@ -12,7 +13,7 @@ use crate::alloc;
 use crate::attribute;
 use crate::fixtures::{configured, semaphore_config};
 use crate::harness::{Cell, Row, Settings, Unit, each, find, measure, report};
-use crate::peers::KeyedPeer;
+use crate::peers::{KeyedFloor, KeyedPeer};
 use crate::workloads::Workload;
 
 /// Distinct keys in the memory row.
@@ -28,6 +29,7 @@ const ATTRIBUTE_PLAIN: &str = "#[bulkhead] fn (plain)";
 const ATTRIBUTE_PARTITIONED: &str = "#[bulkhead(partition = \"live\")] fn";
 const KEYED: &str = "keyed(&tenant).call (per_key: 5, 1000 tenants)";
 const KEYED_PEER: &str = "DashMap count per key + tokio Semaphore (cap 5, 1000 tenants)";
+const KEYED_FLOOR: &str = "floor: key hashed, a counter's CAS in and subtraction out, plain call";
 
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let plain = SemaphoreBulkhead::new("bench-plain", &semaphore_config(25));
@@ -41,8 +43,13 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
         |c| c.per_key = Some(PerKeyConfig::new(5)),
     );
     let keyed_peer = KeyedPeer::new(25, 5);
+    let keyed_floor = KeyedFloor::new(
+        SemaphoreBulkhead::new("bench-floor", &semaphore_config(25)),
+        5,
+    );
     let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
-    let (mut a, mut b, mut c, mut d, mut e, mut f) = (0u64, 0u64, 0u64, 0usize, 0u64, 0usize);
+    let (mut a, mut b, mut c, mut d, mut e, mut f, mut g) =
+        (0u64, 0u64, 0u64, 0usize, 0u64, 0usize, 0usize);
     let results = measure(
         settings.fast,
         vec![
@@ -70,6 +77,10 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
                 f = (f + 1) % tenants.len();
                 black_box(keyed_peer.call(&tenants[f], || black_box(f)));
             }),
+            each(KEYED_FLOOR, || {
+                g = (g + 1) % tenants.len();
+                black_box(keyed_floor.call(&tenants[g], || black_box(g)));
+            }),
         ],
     );
     report("shares", &results);
@@ -80,6 +91,7 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
         (ATTRIBUTE_PARTITIONED, attribute_plain, "≤ 1.3×"),
         (KEYED, plain, "≤ 2.0×"),
         (KEYED, find(&results, KEYED_PEER), "–"),
+        (KEYED_FLOOR, plain, "–"),
     ] {
         rows.push(Row {
             workload: Workload::Shares,
