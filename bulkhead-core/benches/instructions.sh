@@ -120,6 +120,7 @@ rows=(
     '4. 4 callers × 32 in flight (as the bench runs it), per task: pool `call_async` vs bounded peer|pool-window-callers|bounded-window-callers'
     '5. async: `call_async`, ready body, vs tokio `acquire` + drop|semaphore-call-async|tokio-acquire'
     '5. async: `acquire_async` + drop vs tokio `acquire` + drop|semaphore-acquire-async|tokio-acquire'
+    '9b. 1 000 tasks on 64 permits, one thread (a current-thread runtime): `call_async` vs tokio `Semaphore::acquire`|semaphore-tasks|tokio-semaphore-tasks'
     'shares: `Partition::call` vs the plain `SemaphoreBulkhead::call`|partition-call|semaphore-call'
     'shares: `#[bulkhead(partition = "live")] fn` vs the plain `#[bulkhead] fn`|attribute-partition-call|attribute-call'
     'shares: `keyed(&tenant).call` (1 000 tenants) vs the plain `SemaphoreBulkhead::call`|keyed-call|semaphore-call'

@@ -149,6 +149,38 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
         let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
         profile_loop_keyed_peer(&crate::peers::KeyedPeer::new(25, 5), &tenants, n);
     }),
+    ("semaphore-tasks", |n| {
+        let sem = SemaphoreBulkhead::new(
+            "profile-tasks",
+            &bulkhead_config_types::SemaphoreConfig {
+                fair: true,
+                max_wait: std::time::Duration::from_secs(10).into(),
+                ..semaphore_config(64)
+            },
+        );
+        profile_loop_tasks(n, move |x| {
+            let sem = sem.clone();
+            async move {
+                sem.call_async(async move {
+                    tokio::task::yield_now().await;
+                    black_box(x)
+                })
+                .await
+                .expect("max_wait is long")
+            }
+        });
+    }),
+    ("tokio-semaphore-tasks", |n| {
+        let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
+        profile_loop_tasks(n, move |x| {
+            let sem = std::sync::Arc::clone(&sem);
+            async move {
+                let _permit = sem.acquire().await.expect("never closed");
+                tokio::task::yield_now().await;
+                black_box(x)
+            }
+        });
+    }),
     ("keyed-floor", |n| {
         let tenants: Vec<String> = (0..1000).map(|n| format!("tenant-{n}")).collect();
         profile_loop_keyed_floor(&crate::peers::KeyedFloor::new(semaphore(), 5), &tenants, n);
@@ -223,6 +255,37 @@ fn profile_loop_keyed_peer(peer: &crate::peers::KeyedPeer, tenants: &[String], n
         let tenant = &tenants[i as usize % tenants.len()];
         black_box(peer.call(tenant, || black_box(i)));
     }
+}
+
+/// 9b's shape on one thread (a current-thread runtime: the same waits and wake-ups as
+/// the bench's, without two threads' interleaving): 1 000 tasks, each making `n / 1 000`
+/// calls of `call`, 64 permits between them.
+#[inline(never)]
+fn profile_loop_tasks<C, F>(n: u64, call: C)
+where
+    C: Fn(u64) -> F + Clone + 'static,
+    F: std::future::Future<Output = u64> + 'static,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a tokio runtime");
+    let local = tokio::task::LocalSet::new();
+    let per_task = (n / 1_000).max(1);
+    local.block_on(&rt, async move {
+        let tasks: Vec<_> = (0..1_000u64)
+            .map(|t| {
+                let call = call.clone();
+                tokio::task::spawn_local(async move {
+                    for i in 0..per_task {
+                        black_box(call(t * per_task + i).await);
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a profile task");
+        }
+    });
 }
 
 #[inline(never)]

@@ -108,11 +108,19 @@ pub(super) enum Wake {
     Spare,
 }
 
+/// The most spare waiters a thread keeps (about 64 bytes each: at most 4 KiB a thread).
+/// Under contention a thread starts waits while the tasks it woke have not yet polled
+/// their granted waiters back, so it needs more than one to reuse them all: with 1 000
+/// tasks on 64 permits, one spare let almost every wait allocate.
+#[cfg(not(loom))]
+const SPARES: usize = 64;
+
 #[cfg(not(loom))]
 std::thread_local! {
-    /// One waiter per thread whose async wait is over and that no queue holds any more:
-    /// the next async wait on this thread reuses its allocation (`Waiter::new`).
-    static SPARE: std::cell::Cell<Option<sync::Arc<Waiter>>> = const { std::cell::Cell::new(None) };
+    /// Waiters whose async wait is over and that no queue holds any more, at most
+    /// [`SPARES`]: the next async waits on this thread reuse their allocations
+    /// (`Waiter::new`). A `Cell` taken and put back, so that no borrow can panic.
+    static SPARE: std::cell::Cell<Vec<sync::Arc<Waiter>>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 impl Waiter {
@@ -120,7 +128,7 @@ impl Waiter {
     /// times out.
     pub(super) fn new(wake: Wake, deadline: Option<Instant>) -> sync::Arc<Waiter> {
         #[cfg(not(loom))]
-        if let Some(mut spare) = SPARE.try_with(std::cell::Cell::take).ok().flatten()
+        if let Some(mut spare) = take_spare()
             && let Some(waiter) = sync::Arc::get_mut(&mut spare)
         {
             waiter.status = AtomicU8::new(WAITING);
@@ -135,16 +143,22 @@ impl Waiter {
         })
     }
 
-    /// An async waiter whose wait is over: kept as this thread's spare if nothing else
-    /// holds it any more (a queue, or a releaser about to wake it), else just dropped. The
-    /// spare keeps no waker.
+    /// An async waiter whose wait is over: kept among this thread's spares if nothing
+    /// else holds it any more (a queue, or a releaser about to wake it) and the thread
+    /// keeps fewer than [`SPARES`], else just dropped. A spare keeps no waker.
     pub(super) fn recycle(waiter: sync::Arc<Waiter>) {
         #[cfg(not(loom))]
         {
             let mut waiter = waiter;
             if let Some(exclusive) = sync::Arc::get_mut(&mut waiter) {
                 *exclusive.wake.get_mut() = Wake::Spare;
-                let _ = SPARE.try_with(|spare| spare.set(Some(waiter)));
+                let _ = SPARE.try_with(|spare| {
+                    let mut spares = spare.take();
+                    if spares.len() < SPARES {
+                        spares.push(waiter);
+                    }
+                    spare.set(spares);
+                });
             }
         }
         #[cfg(loom)]
@@ -193,6 +207,21 @@ impl Waiter {
             *wake = Wake::Task(waker.clone());
         }
     }
+}
+
+/// One of this thread's spare waiters, if it has one (`None` too while the thread's
+/// locals are being destroyed).
+#[cfg(not(loom))]
+fn take_spare() -> Option<sync::Arc<Waiter>> {
+    SPARE
+        .try_with(|spare| {
+            let mut spares = spare.take();
+            let one = spares.pop();
+            spare.set(spares);
+            one
+        })
+        .ok()
+        .flatten()
 }
 
 /// What a waiting acquisition ended with.
@@ -518,5 +547,48 @@ impl Drop for LeaveOnUnwind<'_> {
         if self.shared.leave_queue(self.waiter) {
             self.shared.give_back();
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{SPARE, SPARES, Waiter, Wake, sync};
+
+    fn spares() -> usize {
+        SPARE.with(|spare| {
+            let spares = spare.take();
+            let n = spares.len();
+            spare.set(spares);
+            n
+        })
+    }
+
+    /// Waits that end while others begin lend their waiters to the next ones, up to
+    /// `SPARES` of them: a contended semaphore's waits do not each allocate.
+    #[test]
+    fn ended_waits_lend_their_waiters_to_the_next_ones_up_to_the_cap() {
+        std::thread::spawn(|| {
+            let ended: Vec<_> = (0..SPARES + 8)
+                .map(|_| Waiter::new(Wake::Spare, None))
+                .collect();
+            assert_eq!(spares(), 0);
+            for waiter in ended {
+                Waiter::recycle(waiter);
+            }
+            assert_eq!(spares(), SPARES, "the thread keeps at most SPARES");
+            let next: Vec<_> = (0..SPARES)
+                .map(|_| Waiter::new(Wake::Spare, None))
+                .collect();
+            assert_eq!(spares(), 0, "each new wait took a kept waiter");
+            drop(next);
+            // A waiter something else still holds (a queue, a releaser) is not kept.
+            let held = Waiter::new(Wake::Spare, None);
+            let other = sync::Arc::clone(&held);
+            Waiter::recycle(held);
+            assert_eq!(spares(), 0);
+            drop(other);
+        })
+        .join()
+        .unwrap();
     }
 }
