@@ -170,6 +170,13 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
             }
         });
     }),
+    ("attribute-tasks", |n| {
+        profile_loop_tasks(n, |x| async move {
+            crate::workloads::tokio_tasks::semaphore_call(x)
+                .await
+                .expect("max_wait is long")
+        });
+    }),
     ("tokio-semaphore-tasks", |n| {
         let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
         profile_loop_tasks(n, move |x| {

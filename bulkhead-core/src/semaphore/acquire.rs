@@ -14,6 +14,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use super::permit::{Held, RawPermit};
 use super::state::{Waited, Waiter, Wake};
 use super::{AsyncPermit, Shared};
 use crate::BulkheadError;
@@ -159,6 +160,26 @@ fn ready(
 /// An admitted (or re-entrant) call's permit, with its call scope and adaptive start.
 #[inline(always)]
 fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
+    begin_async(&mut raw);
+    AsyncPermit { raw }
+}
+
+/// An admitted (or re-entrant) call's permit, made in `slot` itself, then its call scope
+/// and adaptive start set there. Made in place, not returned: a permit built elsewhere
+/// and then moved is copied in wide loads right behind the narrow stores that built it,
+/// which stall the copy (store forwarding fails) — most of the uncontended
+/// `call_async`'s time in a profile.
+#[inline(always)]
+pub(super) fn install<'a>(slot: &mut Option<AsyncPermit<'a>>, shared: &'a Shared, held: Held) {
+    let permit = slot.insert(AsyncPermit {
+        raw: super::permit::RawPermit::new(shared, held),
+    });
+    begin_async(&mut permit.raw);
+}
+
+/// What [`async_permit`] adds to a permit: the call scope, and the adaptive start.
+#[inline(always)]
+fn begin_async(raw: &mut super::permit::RawPermit<'_>) {
     raw.scope = raw.shared.telemetry.call_scope(raw.held.is_held());
     if raw.held.is_held()
         && let Some(start) = raw.shared.call_start()
@@ -171,7 +192,6 @@ fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
             );
         }
     }
-    AsyncPermit { raw }
 }
 
 /// The first poll of an acquisition that may wait, decided without building its future:
@@ -180,14 +200,22 @@ fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
 /// [`Acquire`] then. What [`SemaphoreCall`](super::SemaphoreCall) does first.
 #[inline(always)]
 pub(super) fn try_now(shared: &Shared) -> Option<Result<AsyncPermit<'_>, BulkheadError>> {
+    try_now_held(shared)
+        .map(|decided| decided.map(|held| async_permit(RawPermit::new(shared, held))))
+}
+
+/// [`try_now`], the permit's `Held` only (counted `permitted` if held), for a caller that
+/// makes the permit in place ([`install`]).
+#[inline(always)]
+pub(super) fn try_now_held(shared: &Shared) -> Option<Result<Held, BulkheadError>> {
     match admission::first(shared) {
-        First::Inside => return Some(Ok(async_permit(shared.reentrant()))),
+        First::Inside => return Some(Ok(Held::NOTHING)),
         First::Gated => return None,
         First::Open => {}
     }
     match shared.try_take_fast() {
         // The gate is off: no cluster lease is due.
-        Ok(()) => Some(Ok(async_permit(shared.permitted()))),
+        Ok(()) => Some(Ok(shared.count_permitted())),
         Err(reason) => match shared.max_wait_for(reason) {
             Some(_) => None,
             None => Some(Err(shared.refuse(shared.error(reason)))),

@@ -371,18 +371,20 @@ impl Shared {
         Ok(self.permitted_holding(held))
     }
 
-    /// A permit for an admitted call that needs no cluster lease (the rate limit's gate,
-    /// which leases also set, is off), counted `permitted`.
-    #[inline(always)]
-    pub(super) fn permitted(&self) -> RawPermit<'_> {
-        self.permitted_holding(Held::PERMIT)
-    }
-
     /// A permit holding `held` for an admitted call, counted `permitted`.
     #[inline(always)]
     fn permitted_holding(&self, held: Held) -> RawPermit<'_> {
         self.counters.permitted.fetch_add(1, Relaxed);
         RawPermit::new(self, held)
+    }
+
+    /// An admitted call that needs no cluster lease (the rate limit's gate, which leases
+    /// also set, is off), counted `permitted`: what its permit holds, for the caller to
+    /// make the permit (in place: `acquire::install`).
+    #[inline(always)]
+    pub(super) fn count_permitted(&self) -> Held {
+        self.counters.permitted.fetch_add(1, Relaxed);
+        Held::PERMIT
     }
 
     /// The cluster lease of a call the count admitted (a reload may just have switched

@@ -18,8 +18,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use super::acquire::try_now;
-use super::permit::poll_inside;
+use super::acquire::{install, try_now_held};
+use super::permit::{Held, poll_inside};
 use super::{Acquire, AsyncPermit, RunAsync, Shared};
 use crate::BulkheadError;
 use crate::call_timeout::{Deadline, Elapsed};
@@ -78,20 +78,21 @@ impl<F: Future> Future for SemaphoreCall<'_, F> {
                 panic!("`SemaphoreCall` polled after it completed");
             }
             let admitted = match try_now_or(this.acquire, shared) {
-                Some(admitted) => admitted,
+                Some(Ok(held)) => {
+                    install(this.permit, shared, held);
+                    Ok(())
+                }
+                Some(Err(refused)) => Err(refused),
                 None => {
                     let acquire = this.acquire.get_or_insert_with(|| Acquire::new(shared));
                     let admitted = ready!(Pin::new(acquire).poll(cx));
                     *this.acquire = None;
-                    admitted
+                    admitted.map(|permit| *this.permit = Some(permit))
                 }
             };
-            match admitted {
-                Ok(permit) => *this.permit = Some(permit),
-                Err(refused) => {
-                    this.body.set(None);
-                    return Poll::Ready(Err(refused));
-                }
+            if let Err(refused) = admitted {
+                this.body.set(None);
+                return Poll::Ready(Err(refused));
             }
             *this.admitted = true;
             if let Some((at, after)) = shared.call_timeout.deadline(&*shared.clock) {
@@ -124,14 +125,14 @@ impl<F: Future> Future for SemaphoreCall<'_, F> {
 /// The first poll's decision without an [`Acquire`] (`None`: one is needed, or is already
 /// under way).
 #[inline(always)]
-fn try_now_or<'a>(
-    acquire: &Option<Acquire<'a>>,
-    shared: &'a Shared,
-) -> Option<Result<AsyncPermit<'a>, BulkheadError>> {
+fn try_now_or(
+    acquire: &Option<Acquire<'_>>,
+    shared: &Shared,
+) -> Option<Result<Held, BulkheadError>> {
     if acquire.is_some() {
         return None;
     }
-    try_now(shared)
+    try_now_held(shared)
 }
 
 impl<F> fmt::Debug for SemaphoreCall<'_, F> {

@@ -46,7 +46,7 @@ async fn pool_call(x: u64) -> Result<u64, BulkheadError> {
 
 /// 9b, ours: a body that awaits once (yields to the runtime) under the semaphore bulkhead.
 #[bulkhead::bulkhead("bench-tokio-semaphore")]
-async fn semaphore_call(x: u64) -> Result<u64, BulkheadError> {
+pub async fn semaphore_call(x: u64) -> Result<u64, BulkheadError> {
     tokio::task::yield_now().await;
     Ok(black_box(x))
 }
