@@ -485,6 +485,70 @@ fn a_waiter_unwinding_out_of_its_wait_leaves_the_queue_and_swallows_no_permit() 
     );
 }
 
+/// A clock whose `now` panics once armed (a bug in a user's `Clock`).
+#[derive(Debug)]
+struct PanickingNow {
+    clock: bulkhead_core::ManualClock,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl bulkhead_core::Clock for PanickingNow {
+    fn now(&self) -> std::time::Instant {
+        if self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("a hostile clock");
+        }
+        self.clock.now()
+    }
+    fn park_until(&self, deadline: std::time::Instant) {
+        self.clock.park_until(deadline);
+    }
+    fn sleep_until(&self, deadline: std::time::Instant) -> bulkhead_core::Sleep {
+        self.clock.sleep_until(deadline)
+    }
+}
+
+#[test]
+fn an_async_waiter_whose_clock_panics_after_its_grant_passes_the_permit_on() {
+    let clock = Arc::new(PanickingNow {
+        clock: bulkhead_core::ManualClock::new(),
+        armed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let shared: Arc<dyn bulkhead_core::Clock> = clock.clone();
+    let sem = SemaphoreBulkhead::with_clock("hostile-async", &semaphore(1, 1_000), shared);
+    // The permit is held on another thread (on this one, a further acquire would be
+    // re-entrant).
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let (taken, is_taken) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let sem = sem.clone();
+        thread::spawn(move || {
+            let held = sem.try_acquire().unwrap();
+            taken.send(()).unwrap();
+            released.recv().unwrap();
+            drop(held);
+        })
+    };
+    is_taken.recv().unwrap();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut waiting = Box::pin(sem.acquire_async());
+    assert!(waiting.as_mut().poll(&mut cx).is_pending(), "queued");
+    assert_eq!(sem.snapshot().waiting, 1);
+    release.send(()).unwrap();
+    holder.join().unwrap(); // its permit was granted to the waiter
+    clock.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        waiting.as_mut().poll(&mut cx).is_ready()
+    }));
+    assert!(polled.is_err(), "the clock's panic reached the poll");
+    drop(waiting);
+    clock
+        .armed
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(sem.snapshot().waiting, 0);
+    assert_eq!(sem.available(), 1, "the granted permit was passed on");
+    assert!(sem.try_acquire().is_ok());
+}
+
 #[test]
 fn a_max_wait_too_long_for_an_instant_waits_without_overflowing() {
     let (clock, shared_clock) = manual_clock();

@@ -89,23 +89,27 @@ impl<'a> Acquire<'a> {
         cx: &mut Context<'_>,
     ) -> Poll<Result<AsyncPermit<'a>, BulkheadError>> {
         let shared = self.shared;
+        // The stage is matched in place, not taken out and put back: a take reads the
+        // whole stage right behind the narrow stores that last wrote it (a store-forwarding
+        // stall, a tenth of a contended call's time in a profile). In place, a waiter
+        // whose poll unwinds (a panicking clock) is still `Queued` when the future drops,
+        // and leaves the queue.
         let waited = loop {
-            match std::mem::replace(&mut self.stage, Stage::Done) {
+            match &mut self.stage {
                 Stage::Start => {
                     self.stage = match admission::first(shared) {
-                        First::Inside => return ready(Ok(shared.reentrant())),
+                        First::Inside => return self.done(Ok(shared.reentrant())),
                         First::Open => Stage::Permit,
                         // Shut down, then the rate limit.
                         First::Gated => match admission::gated_async(shared, self.may_wait) {
                             Ok(None) => Stage::Permit,
                             Ok(Some(wait)) => Stage::RateWait(wait),
-                            Err(refused) => return ready(Err(refused)),
+                            Err(refused) => return self.done(Err(refused)),
                         },
                     };
                 }
-                Stage::RateWait(mut wait) => {
+                Stage::RateWait(wait) => {
                     if wait.poll(cx).is_pending() {
-                        self.stage = Stage::RateWait(wait);
                         return Poll::Pending;
                     }
                     self.stage = Stage::Permit;
@@ -113,11 +117,11 @@ impl<'a> Acquire<'a> {
                 Stage::Permit => {
                     // The error is built only for a refusal, not for a caller that waits.
                     let max_wait = match shared.try_take_fast() {
-                        Ok(()) => return ready(shared.admitted()),
+                        Ok(()) => return self.done(shared.admitted()),
                         // A borrowing partition's call never queues: refused as if full.
                         Err(reason) => match shared.max_wait_for(reason) {
                             Some(max_wait) if self.may_wait => max_wait,
-                            _ => return ready(Err(shared.refuse(shared.error(reason)))),
+                            _ => return self.done(Err(shared.refuse(shared.error(reason)))),
                         },
                     };
                     let start = shared.clock.now();
@@ -126,28 +130,45 @@ impl<'a> Acquire<'a> {
                     let waiter = Waiter::new(Wake::Task(cx.waker().clone()), deadline);
                     match shared.take_or_enqueue(&waiter) {
                         Ok(true) => {
+                            self.stage = Stage::Done;
                             Waiter::recycle(waiter);
                             break Waited::Granted;
                         }
                         Ok(false) => self.stage = Stage::Queued { waiter, start },
-                        Err(err) => return ready(Err(shared.refuse(err))),
+                        Err(err) => return self.done(Err(shared.refuse(err))),
                     }
                 }
-                Stage::Queued { waiter, start } => match poll_queued(shared, &waiter, start, cx) {
-                    Some(waited) => {
-                        Waiter::recycle(waiter);
-                        shared.record_wait(&waited, start);
-                        break waited;
-                    }
-                    None => {
-                        self.stage = Stage::Queued { waiter, start };
+                Stage::Queued { waiter, start } => {
+                    let start = *start;
+                    let Some(waited) = poll_queued(shared, waiter, start, cx) else {
                         return Poll::Pending;
+                    };
+                    // Recorded while still `Queued`: if the clock panics here, the
+                    // future's drop passes the granted permit on.
+                    shared.record_wait(&waited, start);
+                    if let Stage::Queued { waiter, .. } =
+                        std::mem::replace(&mut self.stage, Stage::Done)
+                    {
+                        Waiter::recycle(waiter);
                     }
-                },
+                    break waited;
+                }
                 Stage::Done => panic!("`Acquire` polled after it completed"),
             }
         };
         ready(shared.settle(waited))
+    }
+}
+
+impl<'a> Acquire<'a> {
+    /// The acquisition is over with `permit`: nothing left for its drop to give back.
+    #[inline(always)]
+    fn done(
+        &mut self,
+        permit: Result<RawPermit<'a>, BulkheadError>,
+    ) -> Poll<Result<AsyncPermit<'a>, BulkheadError>> {
+        self.stage = Stage::Done;
+        ready(permit)
     }
 }
 
