@@ -174,6 +174,7 @@ pin_project_lite::pin_project! {
 
 impl<'a, F> RunAdmitted<'a, F> {
     /// `run` (a body under its permit) under `shared`'s call timeout, measured from now.
+    #[inline(always)]
     pub(super) fn new(shared: &'a Shared, run: RunAsync<'a, F>) -> Self {
         let run = match shared.call_timeout.deadline(&*shared.clock) {
             None => Timing::Untimed { run },

@@ -270,6 +270,7 @@ impl<'a> AsyncPermit<'a> {
     /// Awaits `body` while holding this permit, marking the bulkhead "entered" on the
     /// polling thread during each poll. The permit is returned when the body finishes or
     /// the returned future is dropped (then the call counts as `cancelled`).
+    #[inline]
     pub fn run_async<F: Future>(self, body: F) -> RunAsync<'a, F> {
         RunAsync {
             permit: Some(self),
@@ -294,6 +295,7 @@ impl<'a> AsyncPermit<'a> {
     /// assert_eq!(rows, Ok(3));
     /// assert_eq!(db.available(), db.limit());
     /// ```
+    #[inline]
     pub fn run_timed<F: Future>(self, body: F) -> RunAdmitted<'a, F> {
         let shared = self.raw.shared;
         RunAdmitted::new(shared, self.run_async(body))
