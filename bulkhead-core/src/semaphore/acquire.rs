@@ -98,7 +98,7 @@ impl<'a> Acquire<'a> {
             match &mut self.stage {
                 Stage::Start => {
                     self.stage = match admission::first(shared) {
-                        First::Inside => return self.done(Ok(shared.reentrant())),
+                        First::Inside => return self.done(Ok(Held::NOTHING)),
                         First::Open => Stage::Permit,
                         // Shut down, then the rate limit.
                         First::Gated => match admission::gated_async(shared, self.may_wait) {
@@ -156,7 +156,7 @@ impl<'a> Acquire<'a> {
                 Stage::Done => panic!("`Acquire` polled after it completed"),
             }
         };
-        ready(shared.settle(waited))
+        ready(shared, shared.settle(waited))
     }
 }
 
@@ -165,17 +165,21 @@ impl<'a> Acquire<'a> {
     #[inline(always)]
     fn done(
         &mut self,
-        permit: Result<RawPermit<'a>, BulkheadError>,
+        held: Result<Held, BulkheadError>,
     ) -> Poll<Result<AsyncPermit<'a>, BulkheadError>> {
         self.stage = Stage::Done;
-        ready(permit)
+        ready(self.shared, held)
     }
 }
 
-fn ready(
-    permit: Result<super::permit::RawPermit<'_>, BulkheadError>,
-) -> Poll<Result<AsyncPermit<'_>, BulkheadError>> {
-    Poll::Ready(permit.map(async_permit))
+/// The acquisition's end: the permit made from what it holds, or the refusal. Only the
+/// `Held` comes in (a permit built by the caller and passed here was copied in wide loads
+/// right behind the narrow stores that built it: a store-forwarding stall).
+fn ready<'a>(
+    shared: &'a Shared,
+    held: Result<Held, BulkheadError>,
+) -> Poll<Result<AsyncPermit<'a>, BulkheadError>> {
+    Poll::Ready(held.map(|held| async_permit(RawPermit::new(shared, held))))
 }
 
 /// An admitted (or re-entrant) call's permit, with its call scope and adaptive start.

@@ -220,7 +220,7 @@ impl Shared {
             admission::gated(self, may_wait)?;
         }
         let raw = match self.try_take() {
-            Ok(()) => self.admitted()?,
+            Ok(()) => RawPermit::new(self, self.admitted()?),
             Err(refused) if may_wait => self.wait_for_permit(refused)?,
             Err(refused) => return Err(self.refuse(refused)),
         };
@@ -316,7 +316,7 @@ impl Shared {
                 let since = self.clock.now();
                 let waited = self.wait_blocking(max_wait);
                 self.record_wait(&waited, since);
-                self.settle(waited)
+                Ok(RawPermit::new(self, self.settle(waited)?))
             }
             Err(refused) => Err(self.refuse(refused)),
         }
@@ -349,8 +349,9 @@ impl Shared {
         }
     }
 
-    /// Turns the end of a wait in the queue into a permit or a counted refusal.
-    pub(super) fn settle(&self, waited: Waited) -> Result<RawPermit<'_>, BulkheadError> {
+    /// Turns the end of a wait in the queue into what its permit holds (the caller makes
+    /// the permit), or a counted refusal.
+    pub(super) fn settle(&self, waited: Waited) -> Result<Held, BulkheadError> {
         match waited {
             Waited::Granted => self.admitted(),
             Waited::TimedOut(waited) => Err(self.refuse(self.timeout(waited))),
@@ -358,24 +359,20 @@ impl Shared {
         }
     }
 
-    /// A permit for an admitted call, counted `permitted`, once the call has its cluster
-    /// lease (`cluster:`; every admission with a lease comes here, the gate sending it off
-    /// the fast path). Refused a lease, the permit goes back and the refusal is counted.
+    /// What the permit of an admitted call holds, counted `permitted`, once the call has
+    /// its cluster lease (`cluster:`; every admission with a lease comes here, the gate
+    /// sending it off the fast path). Refused a lease, the permit goes back and the
+    /// refusal is counted. The caller makes the permit ([`RawPermit::new`]) at once: only
+    /// the `Held` travels, not a permit built here and moved (`acquire::install`).
     #[inline]
-    pub(super) fn admitted(&self) -> Result<RawPermit<'_>, BulkheadError> {
+    pub(super) fn admitted(&self) -> Result<Held, BulkheadError> {
         let held = if self.rate.has_leases() {
             self.take_lease()?
         } else {
             Held::PERMIT
         };
-        Ok(self.permitted_holding(held))
-    }
-
-    /// A permit holding `held` for an admitted call, counted `permitted`.
-    #[inline(always)]
-    fn permitted_holding(&self, held: Held) -> RawPermit<'_> {
         self.counters.permitted.fetch_add(1, Relaxed);
-        RawPermit::new(self, held)
+        Ok(held)
     }
 
     /// An admitted call that needs no cluster lease (the rate limit's gate, which leases
@@ -402,12 +399,6 @@ impl Shared {
                 Err(self.refuse(refused))
             }
         }
-    }
-
-    /// An inline permit for a re-entrant call (counted `reentrant` by the order's first
-    /// step); holds nothing.
-    pub(super) fn reentrant(&self) -> RawPermit<'_> {
-        RawPermit::new(self, Held::NOTHING)
     }
 
     /// The error of a fast-path refusal, built only once the caller has it.
