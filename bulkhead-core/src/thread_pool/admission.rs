@@ -310,9 +310,9 @@ impl Shared {
     /// The caller's side of `max_queue_wait`: at its deadline a task still queued is taken
     /// out (it never runs), counted and failed with `QueueTimeout`, so its caller is answered
     /// whether or not a worker comes for it. A task a worker has taken runs to its end.
-    pub(crate) fn withdraw_stale(&self, queued: Queued) {
+    pub(crate) fn withdraw_stale(&self, id: u64) {
         let now = self.clock.now();
-        let entry = self.lock_state().queue.remove(queued.id, now);
+        let entry = self.lock_state().queue.remove(id, now);
         if let Some(entry) = entry {
             let waited = entry
                 .enqueued
