@@ -54,6 +54,9 @@ struct Admissible<I, F, Fut: Future> {
     borrowing: bool,
 }
 
+// An explicit tag: each check of the state (several per poll, and the drops) is one
+// compare, not the decoding of a niche.
+#[repr(u8)]
 enum State<I, F, Fut: Future> {
     Start(I, F),
     /// A rate-limit permission of a coming period is reserved (step 3 of the order,
@@ -172,8 +175,9 @@ where
         }
     }
 
-    fn submit(&self, input: I, body: F) -> State<I, F, Fut> {
-        let shared = self.pool.shared();
+    /// Hands the admitted call to the pool: `state` (moved out of, so `Done`) becomes
+    /// `Submitted`, written in place.
+    fn submit(shared: &Arc<Shared>, state: &mut State<I, F, Fut>, input: I, body: F) {
         shared.counters.permitted.fetch_add(1, Relaxed);
         shared.telemetry.on_permitted();
         let (job, task) = AsyncTask::<I, F, Fut::Output>::job(input, body);
@@ -182,12 +186,12 @@ where
             .as_ref()
             .and_then(|queued| shared.queue_deadline(queued))
             .map(|at| shared.clock.sleep_until(at));
-        State::Submitted {
+        state.set_from_done(State::Submitted {
             task,
             queued: queued.is_some(),
             left: None,
             expiry,
-        }
+        });
     }
 
     fn refused(&self, input: I, error: BulkheadError) -> Poll<Result<Fut::Output, Refused<I>>> {
@@ -269,8 +273,7 @@ where
                     // The common case: a free slot, one state write. A borrowing call
                     // looks for room waiters first (`PastRateLimit`).
                     First::Open if !this.borrowing && shared.try_admit() => {
-                        let submitted = this.submit(input, body);
-                        this.state.set_from_done(submitted);
+                        Self::submit(this.pool.shared(), &mut this.state, input, body);
                     }
                     First::Open => this.state = State::PastRateLimit(input, body),
                     // Shut down, then the rate limit (a borrowing call never waits).
@@ -296,8 +299,7 @@ where
                         return this.refused(input, shared.full());
                     }
                     if shared.try_admit() {
-                        let submitted = this.submit(input, body);
-                        this.state.set_from_done(submitted);
+                        Self::submit(this.pool.shared(), &mut this.state, input, body);
                         continue;
                     }
                     if this.borrowing {
@@ -354,8 +356,7 @@ where
                         shared.room.deregister(ticket);
                         let waited = shared.clock.now().saturating_duration_since(started);
                         shared.telemetry.record_wait(waited);
-                        let submitted = this.submit(input, body);
-                        this.state.set_from_done(submitted);
+                        Self::submit(this.pool.shared(), &mut this.state, input, body);
                         continue;
                     }
                     if sleep
