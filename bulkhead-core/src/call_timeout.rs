@@ -91,6 +91,7 @@ pub(crate) fn mark_cut() {
 }
 
 /// Whether the body this thread just ran was cut at its deadline (and clears the mark).
+#[inline]
 pub(crate) fn take_cut() -> bool {
     CUT.with(|cut| cut.replace(false))
 }

@@ -160,8 +160,12 @@ impl CapturedContext {
     /// value. A pool's task then enters nothing on the worker and drops nothing after.
     #[inline]
     pub(crate) fn capture_if_any() -> Option<Self> {
-        let span = current_span();
         let values = capture_values();
+        // No subscriber ever set: no span to build, look at or drop.
+        if values.is_none() && !tracing::dispatcher::has_been_set() {
+            return None;
+        }
+        let span = current_span();
         if span.is_none() && values.is_none() {
             return None;
         }

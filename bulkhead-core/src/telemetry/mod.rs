@@ -161,6 +161,23 @@ impl Telemetry {
         }
     }
 
+    /// [`call_span`](Self::call_span), `None` for its `Span::none()` of a process where no
+    /// subscriber has ever been set (one relaxed load): nothing to enter, drop or keep.
+    /// The span is built out of line, so the common caller keeps a small frame.
+    #[inline]
+    pub(crate) fn call_span_if_any(&self) -> Option<tracing::Span> {
+        if !tracing::dispatcher::has_been_set() {
+            return None;
+        }
+        Some(self.call_span_slow())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn call_span_slow(&self) -> tracing::Span {
+        self.call_span()
+    }
+
     /// The span of one call: a child of the current span; `Span::none()` when tracing is
     /// off for target `bulkhead` at `INFO`, or no subscriber has ever been set (then the
     /// callsite is not even looked at: one relaxed load).

@@ -218,25 +218,38 @@ impl Shared {
     /// stamps a task it gets untimed), or the queue-time histogram's sample
     /// (`Telemetry::sample_queue_time`).
     pub(crate) fn enqueue(self: &Arc<Self>, job: JobRef) -> Option<Queued> {
+        if !self.direct.load(Relaxed) {
+            return self.enqueue_locked(job);
+        }
         let id = job.id();
+        let enqueued = self.enqueue_stamp(self.queue_ages.load(Relaxed));
+        let queued = Queued { id, enqueued };
+        let entry = Entry { job, id, enqueued };
+        self.inbox.push(entry);
+        crate::sync::seq_cst_fence();
         if self.direct.load(Relaxed) {
-            let enqueued = self.enqueue_stamp(self.queue_ages.load(Relaxed));
-            let queued = Queued { id, enqueued };
-            let entry = Entry { job, id, enqueued };
-            self.inbox.push(entry);
-            crate::sync::seq_cst_fence();
-            if self.direct.load(Relaxed) {
-                return Some(queued);
-            }
-            // The pool changed meanwhile (a worker went idle, it may grow, or it shuts
-            // down): the lock moves the task into the queue, and a worker is found for it.
-            let st = self.lock_state();
-            if st.shutting_down {
-                return self.fail_if_queued(st, id).then_some(queued);
-            }
-            self.find_worker(st);
             return Some(queued);
         }
+        self.direct_ended(queued)
+    }
+
+    /// A task queued into the inbox as the pool changed (a worker went idle, it may grow,
+    /// or it shuts down): the lock moves the task into the queue, and a worker is found
+    /// for it. Out of line, as is the locked `enqueue`: the lock-free path stays small.
+    #[inline(never)]
+    fn direct_ended(self: &Arc<Self>, queued: Queued) -> Option<Queued> {
+        let st = self.lock_state();
+        if st.shutting_down {
+            return self.fail_if_queued(st, queued.id).then_some(queued);
+        }
+        self.find_worker(st);
+        Some(queued)
+    }
+
+    /// `enqueue` under the lock (`direct` is clear).
+    #[inline(never)]
+    fn enqueue_locked(self: &Arc<Self>, job: JobRef) -> Option<Queued> {
+        let id = job.id();
         let mut st = self.lock_state();
         if st.shutting_down {
             drop(st);
@@ -310,9 +323,9 @@ impl Shared {
     /// The caller's side of `max_queue_wait`: at its deadline a task still queued is taken
     /// out (it never runs), counted and failed with `QueueTimeout`, so its caller is answered
     /// whether or not a worker comes for it. A task a worker has taken runs to its end.
-    pub(crate) fn withdraw_stale(&self, queued: Queued) {
+    pub(crate) fn withdraw_stale(&self, id: u64) {
         let now = self.clock.now();
-        let entry = self.lock_state().queue.remove(queued.id, now);
+        let entry = self.lock_state().queue.remove(id, now);
         if let Some(entry) = entry {
             let waited = entry
                 .enqueued

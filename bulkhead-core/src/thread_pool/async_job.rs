@@ -280,14 +280,15 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
 /// A waker's identity: the two pointers [`Waker::will_wake`] compares. While the job's
 /// slot holds a clone of a waker, another waker with the same identity wakes the same
 /// task.
+/// (The vtable's address is never 0: an `Option<WakerId>` is two words.)
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WakerId(usize, usize);
+pub(crate) struct WakerId(usize, std::num::NonZeroUsize);
 
 impl WakerId {
     fn of(waker: &Waker) -> Self {
         WakerId(
             waker.data().addr(),
-            std::ptr::from_ref(waker.vtable()).addr(),
+            std::ptr::NonNull::from(waker.vtable()).addr(),
         )
     }
 }

@@ -127,7 +127,7 @@ impl ThreadPoolBulkhead {
             Some(job::Withdraw {
                 clock: &*shared.clock,
                 at: shared.queue_deadline(&queued)?,
-                withdraw: move || shared.withdraw_stale(queued),
+                withdraw: move || shared.withdraw_stale(queued.id),
             })
         });
         shared.settle(outcome)

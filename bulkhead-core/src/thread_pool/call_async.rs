@@ -12,9 +12,9 @@ use std::time::Instant;
 use bulkhead_config_types::OnFull;
 
 use super::ThreadPoolBulkhead;
-use super::admission::Queued;
 use super::async_job::{AsyncTask, WakerId};
-use super::job::JobRef;
+use super::job::{JobRef, job_id};
+use super::shared::Shared;
 use super::shared::deadline;
 use crate::admission::{self, First, Gate, RateWait};
 use crate::clock::Sleep;
@@ -46,13 +46,17 @@ struct Admissible<I, F, Fut: Future> {
     pool: ThreadPoolBulkhead,
     state: State<I, F, Fut>,
     /// The call's span (a child of the span current when the call was made), entered during
-    /// each poll, so the job captures it and enters it on the worker.
+    /// each poll, so the job captures it and enters it on the worker; `None` while no
+    /// subscriber has ever been set (its span would be `Span::none()`: nothing to enter).
     span: Option<tracing::Span>,
     /// Only borrows room (a partition at or above its share): never waits, never runs on
     /// its caller ([`borrowing`](Self::borrowing)).
     borrowing: bool,
 }
 
+// An explicit tag: each check of the state (several per poll, and the drops) is one
+// compare, not the decoding of a niche.
+#[repr(u8)]
 enum State<I, F, Fut: Future> {
     Start(I, F),
     /// A rate-limit permission of a coming period is reserved (step 3 of the order,
@@ -68,10 +72,11 @@ enum State<I, F, Fut: Future> {
         sleep: Option<Sleep>,
         ticket: Option<u64>,
     },
-    /// Handed to the pool; `queued` is set while it may still be queued.
+    /// Handed to the pool; `queued` is set while it may still be queued (by the job's
+    /// address, `job_id`).
     Submitted {
         task: Arc<AsyncTask<I, F, Fut::Output>>,
-        queued: Option<Queued>,
+        queued: bool,
         /// The waker the last pending poll left with the task.
         left: Option<WakerId>,
         /// Fires at the task's `max_queue_wait` deadline: the caller withdraws it then.
@@ -85,6 +90,17 @@ enum State<I, F, Fut: Future> {
         started: Option<Instant>,
     },
     Done,
+}
+
+impl<I, F, Fut: Future> State<I, F, Fut> {
+    /// A state moved out of (left `Done` by `mem::replace`) takes `next`: a `Done` has
+    /// nothing to drop, so none of the state's drop glue runs (were it not `Done` after
+    /// all, its values would leak, never be used twice).
+    #[inline]
+    fn set_from_done(&mut self, next: Self) {
+        debug_assert!(matches!(self, State::Done));
+        std::mem::forget(std::mem::replace(self, next));
+    }
 }
 
 // No field is structurally pinned: the body's future is boxed, everything else is moved.
@@ -152,15 +168,16 @@ where
     fn new(pool: &ThreadPoolBulkhead, input: I, body: F, borrowing: bool) -> Self {
         let shared = pool.shared();
         Admissible {
-            span: Some(shared.telemetry.call_span()),
+            span: shared.telemetry.call_span_if_any(),
             pool: pool.clone(),
             state: State::Start(input, body),
             borrowing,
         }
     }
 
-    fn submit(&self, input: I, body: F) -> State<I, F, Fut> {
-        let shared = self.pool.shared();
+    /// Hands the admitted call to the pool: `state` (moved out of, so `Done`) becomes
+    /// `Submitted`, written in place.
+    fn submit(shared: &Arc<Shared>, state: &mut State<I, F, Fut>, input: I, body: F) {
         shared.counters.permitted.fetch_add(1, Relaxed);
         shared.telemetry.on_permitted();
         let (job, task) = AsyncTask::<I, F, Fut::Output>::job(input, body);
@@ -169,12 +186,12 @@ where
             .as_ref()
             .and_then(|queued| shared.queue_deadline(queued))
             .map(|at| shared.clock.sleep_until(at));
-        State::Submitted {
+        state.set_from_done(State::Submitted {
             task,
-            queued,
+            queued: queued.is_some(),
             left: None,
             expiry,
-        }
+        });
     }
 
     fn refused(&self, input: I, error: BulkheadError) -> Poll<Result<Fut::Output, Refused<I>>> {
@@ -184,38 +201,28 @@ where
         }))
     }
 
-    /// A poll of a call that was not refused when it was made.
-    #[inline(never)]
+    /// A poll of a call that was not refused when it was made. The common one, of a call
+    /// already handed to the pool, is small and inlined; the rest out of line.
+    #[inline]
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut::Output, Refused<I>>> {
+        if !matches!(self.state, State::Submitted { .. }) {
+            return self.poll_unsubmitted(cx);
+        }
+        let shared = &**self.pool.shared();
+        let _span = self.span.as_ref().map(tracing::Span::enter);
+        poll_submitted(&mut self.state, shared, cx)
+    }
+
+    /// A poll of a call not yet handed to the pool (or running inline).
+    #[inline(never)]
+    fn poll_unsubmitted(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut::Output, Refused<I>>> {
         let this = self;
         let shared = &**this.pool.shared();
         let _span = this.span.as_ref().map(tracing::Span::enter);
         loop {
-            // Handed to the pool: the common poll, with nothing moved.
-            if let State::Submitted {
-                task,
-                left,
-                expiry,
-                queued,
-            } = &mut this.state
-            {
-                if let Poll::Ready(outcome) = task.poll_outcome(cx, left) {
-                    this.state = State::Done;
-                    return Poll::Ready(shared.settle(outcome));
-                }
-                // `max_queue_wait` passed: a task still queued is withdrawn (failed with
-                // `QueueTimeout`, delivered at once); one a worker took runs to its end.
-                if !expiry
-                    .as_mut()
-                    .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
-                {
-                    return Poll::Pending;
-                }
-                *expiry = None;
-                if let Some(queued) = queued.take() {
-                    shared.withdraw_stale(queued);
-                }
-                continue;
+            // Handed to the pool (at this poll): on as at every later poll.
+            if let State::Submitted { .. } = this.state {
+                return poll_submitted(&mut this.state, shared, cx);
             }
             if let State::Inline {
                 fut,
@@ -266,7 +273,7 @@ where
                     // The common case: a free slot, one state write. A borrowing call
                     // looks for room waiters first (`PastRateLimit`).
                     First::Open if !this.borrowing && shared.try_admit() => {
-                        this.state = this.submit(input, body);
+                        Self::submit(this.pool.shared(), &mut this.state, input, body);
                     }
                     First::Open => this.state = State::PastRateLimit(input, body),
                     // Shut down, then the rate limit (a borrowing call never waits).
@@ -292,7 +299,7 @@ where
                         return this.refused(input, shared.full());
                     }
                     if shared.try_admit() {
-                        this.state = this.submit(input, body);
+                        Self::submit(this.pool.shared(), &mut this.state, input, body);
                         continue;
                     }
                     if this.borrowing {
@@ -349,7 +356,7 @@ where
                         shared.room.deregister(ticket);
                         let waited = shared.clock.now().saturating_duration_since(started);
                         shared.telemetry.record_wait(waited);
-                        this.state = this.submit(input, body);
+                        Self::submit(this.pool.shared(), &mut this.state, input, body);
                         continue;
                     }
                     if sleep
@@ -390,6 +397,52 @@ fn unreachable_state() -> ! {
     panic!("bulkhead bug: a state handled elsewhere")
 }
 
+/// A poll of a call handed to the pool (`state` is `Submitted`), in the call's span: the
+/// outcome once delivered, else the `max_queue_wait` expiry (a task still queued then is
+/// withdrawn: failed with `QueueTimeout`, delivered at once; one a worker took runs to its
+/// end).
+#[inline]
+fn poll_submitted<I, F, Fut>(
+    state: &mut State<I, F, Fut>,
+    shared: &Shared,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Fut::Output, Refused<I>>>
+where
+    Fut: Future,
+{
+    let State::Submitted {
+        task,
+        queued,
+        left,
+        expiry,
+    } = state
+    else {
+        unreachable_state()
+    };
+    let outcome = loop {
+        if let Poll::Ready(outcome) = task.poll_outcome(cx, left) {
+            break outcome;
+        }
+        if !expiry
+            .as_mut()
+            .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
+        {
+            return Poll::Pending;
+        }
+        *expiry = None;
+        if std::mem::take(queued) {
+            shared.withdraw_stale(job_id(task));
+        }
+    };
+    // The job and the expiry go (the job's last handle, as a rule: the delivery dropped
+    // the pool's), the state is `Done`: only `Submitted`'s own fields are dropped.
+    if let State::Submitted { task, expiry, .. } = std::mem::replace(state, State::Done) {
+        drop(expiry);
+        drop(task);
+    }
+    Poll::Ready(shared.settle(outcome))
+}
+
 impl<I, F, Fut: Future> Drop for Admissible<I, F, Fut> {
     fn drop(&mut self) {
         let shared = self.pool.shared();
@@ -404,8 +457,8 @@ impl<I, F, Fut: Future> Drop for Admissible<I, F, Fut> {
             // worker has it: it sees the caller gone and skips it, or finishes it.
             State::Submitted { task, queued, .. } => {
                 task.caller_gone();
-                if let Some(queued) = queued {
-                    shared.cancel_queued(queued.id);
+                if *queued {
+                    shared.cancel_queued(job_id(task));
                 }
             }
             // Caller-runs given up part-way (a panic was counted where it happened).

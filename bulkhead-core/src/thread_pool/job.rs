@@ -82,6 +82,13 @@ pub(crate) trait Job: Send + Sync {
     fn abandon(&self);
 }
 
+/// A job's identity, its address: the same through any handle on it (the pool's
+/// `Arc<dyn Job>` and the caller's typed `Arc`), so a caller finds its own queued task by
+/// the handle it keeps.
+pub(crate) fn job_id<T: ?Sized>(job: &Arc<T>) -> u64 {
+    Arc::as_ptr(job).cast::<()>().addr() as u64
+}
+
 /// The pool's handle on a job. Dropping it without [`run`](JobRef::run) or
 /// [`fail`](JobRef::fail) abandons the job, so its caller is never left waiting.
 pub(crate) struct JobRef(Arc<dyn Job>);
@@ -117,10 +124,11 @@ impl JobRef {
         JobRef(Arc::new(Nop))
     }
 
-    /// The job's identity while it is alive (its address), by which a caller that holds
-    /// the job cancels it: unique among queued jobs, since each entry holds its job alive.
+    /// The job's identity while it is alive (its address, [`job_id`]), by which a caller
+    /// that holds the job cancels it: unique among queued jobs, since each entry holds its
+    /// job alive.
     pub(crate) fn id(&self) -> u64 {
-        Arc::as_ptr(&self.0).cast::<()>().addr() as u64
+        job_id(&self.0)
     }
 
     /// Runs the job on this thread; its caller is woken when the returned [`Finished`] is
