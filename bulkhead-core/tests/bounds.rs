@@ -17,7 +17,9 @@ use bulkhead_core::{
     BulkheadError, BulkheadShutdown, Refused, Registry, SemaphoreBulkhead, SemaphoreShutdown,
     ShutdownReport, ThreadPoolBulkhead,
 };
-use support::{Gate, WithPolicies, manual_clock, poll_once, pool_config, semaphore, wait_until};
+use support::{
+    Gate, PanickingNow, WithPolicies, manual_clock, poll_once, pool_config, semaphore, wait_until,
+};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -485,34 +487,9 @@ fn a_waiter_unwinding_out_of_its_wait_leaves_the_queue_and_swallows_no_permit() 
     );
 }
 
-/// A clock whose `now` panics once armed (a bug in a user's `Clock`).
-#[derive(Debug)]
-struct PanickingNow {
-    clock: bulkhead_core::ManualClock,
-    armed: std::sync::atomic::AtomicBool,
-}
-
-impl bulkhead_core::Clock for PanickingNow {
-    fn now(&self) -> std::time::Instant {
-        if self.armed.load(std::sync::atomic::Ordering::SeqCst) {
-            panic!("a hostile clock");
-        }
-        self.clock.now()
-    }
-    fn park_until(&self, deadline: std::time::Instant) {
-        self.clock.park_until(deadline);
-    }
-    fn sleep_until(&self, deadline: std::time::Instant) -> bulkhead_core::Sleep {
-        self.clock.sleep_until(deadline)
-    }
-}
-
 #[test]
 fn an_async_waiter_whose_clock_panics_after_its_grant_passes_the_permit_on() {
-    let clock = Arc::new(PanickingNow {
-        clock: bulkhead_core::ManualClock::new(),
-        armed: std::sync::atomic::AtomicBool::new(false),
-    });
+    let clock = Arc::new(PanickingNow::default());
     let shared: Arc<dyn bulkhead_core::Clock> = clock.clone();
     let sem = SemaphoreBulkhead::with_clock("hostile-async", &semaphore(1, 1_000), shared);
     // The permit is held on another thread (on this one, a further acquire would be
@@ -535,15 +512,13 @@ fn an_async_waiter_whose_clock_panics_after_its_grant_passes_the_permit_on() {
     assert_eq!(sem.snapshot().waiting, 1);
     release.send(()).unwrap();
     holder.join().unwrap(); // its permit was granted to the waiter
-    clock.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    clock.arm();
     let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         waiting.as_mut().poll(&mut cx).is_ready()
     }));
     assert!(polled.is_err(), "the clock's panic reached the poll");
     drop(waiting);
-    clock
-        .armed
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    clock.disarm();
     assert_eq!(sem.snapshot().waiting, 0);
     assert_eq!(sem.available(), 1, "the granted permit was passed on");
     assert!(sem.try_acquire().is_ok());

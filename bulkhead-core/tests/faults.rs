@@ -23,7 +23,9 @@ use bulkhead_core::{
     ThreadPoolBulkhead,
 };
 use futures_executor::block_on;
-use support::{Gate, manual_clock, poll_once, pool_config, semaphore, wait_until, yield_once};
+use support::{
+    Gate, PanickingNow, manual_clock, poll_once, pool_config, semaphore, wait_until, yield_once,
+};
 
 // ---------------------------------------------------------------- helpers
 
@@ -634,6 +636,66 @@ fn pool_call_async_dropped_at_every_stage_releases_its_slot_and_is_counted_once(
     let c = pool.snapshot().calls;
     assert_eq!(c.cancelled, 1, "only the queued call never ran: {c:?}");
     assert_eq!(c.refused.timeout, 0, "{c:?}");
+}
+
+// ---------------------------------------------------------------- thread pool: hostile clocks
+
+/// A pool whose one slot is held (`occupy`) and whose calls wait for room, on a clock that
+/// panics once armed.
+fn hostile_room_pool() -> (ThreadPoolBulkhead, Arc<PanickingNow>) {
+    let clock = Arc::new(PanickingNow::default());
+    let shared: Arc<dyn bulkhead_core::Clock> = clock.clone();
+    let pool = ThreadPoolBulkhead::with_clock(
+        "hostile-room",
+        &ThreadPoolConfig {
+            on_full: OnFull::Wait(bulkhead_config_types::Duration::from_secs(10)),
+            ..pool_config(1, 1, 0)
+        },
+        shared,
+    );
+    (pool, clock)
+}
+
+#[test]
+fn a_blocking_room_waiter_whose_clock_panics_as_room_frees_takes_nothing_and_leaves() {
+    let (pool, clock) = hostile_room_pool();
+    let gate = Gate::default();
+    let busy = occupy(&pool, &gate);
+    let waiter = {
+        let pool = pool.clone();
+        thread::spawn(move || pool.call((), |()| ()))
+    };
+    wait_until(|| pool.snapshot().waiting == 1);
+    clock.arm();
+    gate.open();
+    busy.join().unwrap().unwrap();
+    assert!(
+        waiter.join().is_err(),
+        "the clock's panic reached the waiter"
+    );
+    clock.disarm();
+    assert_pool_at_rest(&pool);
+    assert_eq!(pool.call((), |()| 7).ok(), Some(7), "the slot is free");
+}
+
+#[test]
+fn an_async_room_waiter_whose_clock_panics_as_room_frees_takes_nothing_and_leaves() {
+    let (pool, clock) = hostile_room_pool();
+    let gate = Gate::default();
+    let busy = occupy(&pool, &gate);
+    let mut waiting = Box::pin(pool.call_async((), |()| async {}));
+    assert!(poll_once(&mut waiting).is_pending());
+    wait_until(|| pool.snapshot().waiting == 1);
+    clock.arm();
+    gate.open();
+    busy.join().unwrap().unwrap();
+    let polled = catch_unwind(AssertUnwindSafe(|| poll_once(&mut waiting).is_ready()));
+    assert!(polled.is_err(), "the clock's panic reached the poll");
+    clock.disarm();
+    assert_eq!(pool.snapshot().waiting, 0, "its registration left the room");
+    drop(waiting);
+    assert_pool_at_rest(&pool);
+    assert_eq!(pool.call((), |()| 7).ok(), Some(7), "the slot is free");
 }
 
 // ---------------------------------------------------------------- thread pool: clock jumps

@@ -18,6 +18,7 @@ use bulkhead_config_types::OnFull;
 
 use super::job::{JobRef, Outcome};
 use super::queue::Entry;
+use super::room_waiters::Ticket;
 use super::shared::{Shared, StateGuard, deadline, park};
 use crate::admission::Gate;
 use crate::events::CallOutcome;
@@ -127,20 +128,22 @@ impl Shared {
         let started = self.clock.now();
         let deadline = deadline(started, wait);
         loop {
-            let ticket = self.room.register_thread();
+            // Leaves the room however this round ends, a panicking clock's unwinding too.
+            let ticket = Ticket::held(&self.room, Some(self.room.register_thread()));
             if self.is_shut_down() {
-                self.room.deregister(ticket);
+                ticket.leave();
                 return Err(self.shut_down_error());
             }
+            // Read before the slot is taken: a clock that panics takes nothing.
+            let now = self.clock.now();
             if self.try_admit() {
-                self.room.deregister(ticket);
-                let waited = self.clock.now().saturating_duration_since(started);
-                self.telemetry.record_wait(waited);
+                ticket.leave();
+                self.telemetry
+                    .record_wait(now.saturating_duration_since(started));
                 return Ok(());
             }
-            let now = self.clock.now();
             if deadline.is_some_and(|deadline| now >= deadline) {
-                if !self.room.deregister(ticket) {
+                if !ticket.leave() {
                     // A releaser woke us for a slot we will not use: pass it on.
                     self.room.wake_one();
                 }
@@ -150,7 +153,7 @@ impl Shared {
                 });
             }
             park(&*self.clock, deadline);
-            self.room.deregister(ticket);
+            ticket.leave();
         }
     }
 

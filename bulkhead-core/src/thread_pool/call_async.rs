@@ -14,6 +14,7 @@ use bulkhead_config_types::OnFull;
 use super::ThreadPoolBulkhead;
 use super::async_job::{AsyncTask, WakerId};
 use super::job::{JobRef, job_id};
+use super::room_waiters::Ticket;
 use super::shared::Shared;
 use super::shared::deadline;
 use crate::admission::{self, First, Gate, RateWait};
@@ -347,15 +348,21 @@ where
                     mut sleep,
                     ticket,
                 } => {
-                    let ticket = shared.room.register_task(ticket, cx.waker());
+                    // Leaves the room however this poll ends, unless kept below: a clock
+                    // or waker that panics loses no registration.
+                    let mut ticket = Ticket::held(&shared.room, ticket);
+                    ticket.set(shared.room.register_task(ticket.id(), cx.waker()));
                     if shared.is_shut_down() {
-                        shared.room.deregister(ticket);
+                        ticket.leave();
                         return this.refused(input, shared.shut_down_error());
                     }
+                    // Read before the slot is taken: a clock that panics takes nothing.
+                    let now = shared.clock.now();
                     if shared.try_admit() {
-                        shared.room.deregister(ticket);
-                        let waited = shared.clock.now().saturating_duration_since(started);
-                        shared.telemetry.record_wait(waited);
+                        ticket.leave();
+                        shared
+                            .telemetry
+                            .record_wait(now.saturating_duration_since(started));
                         Self::submit(this.pool.shared(), &mut this.state, input, body);
                         continue;
                     }
@@ -363,7 +370,7 @@ where
                         .as_mut()
                         .is_some_and(|s| s.as_mut().poll(cx).is_ready())
                     {
-                        if !shared.room.deregister(ticket) {
+                        if !ticket.leave() {
                             // Woken for a slot we will not use: pass it on.
                             shared.room.wake_one();
                         }
@@ -381,7 +388,7 @@ where
                         body,
                         started,
                         sleep,
-                        ticket: Some(ticket),
+                        ticket: ticket.keep(),
                     };
                     return Poll::Pending;
                 }

@@ -127,3 +127,49 @@ impl RoomWaiters {
         }
     }
 }
+
+/// A caller's registration in the room, held while it decides whether to wait on: it
+/// leaves the room however that ends — by [`leave`](Self::leave), or dropped while
+/// unwinding (a clock or waker that panics) — and a wake-up a releaser had already handed
+/// it is passed on to the next waiter, so no slot or wake-up is lost.
+pub(crate) struct Ticket<'a> {
+    room: &'a RoomWaiters,
+    id: Option<u64>,
+}
+
+impl<'a> Ticket<'a> {
+    /// Holds `id` (a registration made before, or none yet).
+    pub(crate) fn held(room: &'a RoomWaiters, id: Option<u64>) -> Self {
+        Ticket { room, id }
+    }
+
+    /// The registration held, if any.
+    pub(crate) fn id(&self) -> Option<u64> {
+        self.id
+    }
+
+    /// Holds `id` from now on (what `register_*` returned).
+    pub(crate) fn set(&mut self, id: u64) {
+        self.id = Some(id);
+    }
+
+    /// Leaves the room; false when a releaser already took the registration (and woke it).
+    pub(crate) fn leave(mut self) -> bool {
+        self.id.take().is_none_or(|id| self.room.deregister(id))
+    }
+
+    /// Keeps the registration past this guard (an async call that waits on): its id.
+    pub(crate) fn keep(mut self) -> Option<u64> {
+        self.id.take()
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take()
+            && !self.room.deregister(id)
+        {
+            self.room.wake_one();
+        }
+    }
+}

@@ -119,3 +119,36 @@ pub fn yield_once() -> impl Future<Output = ()> {
         }
     })
 }
+
+/// A clock whose `now` panics while armed (a bug in a user's `Clock`); time comes from a
+/// manual clock that never moves by itself.
+#[derive(Debug, Default)]
+pub struct PanickingNow {
+    clock: bulkhead_core::ManualClock,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl PanickingNow {
+    pub fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn disarm(&self) {
+        self.armed.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl bulkhead_core::Clock for PanickingNow {
+    fn now(&self) -> std::time::Instant {
+        if self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("a hostile clock");
+        }
+        self.clock.now()
+    }
+    fn park_until(&self, deadline: std::time::Instant) {
+        self.clock.park_until(deadline);
+    }
+    fn sleep_until(&self, deadline: std::time::Instant) -> bulkhead_core::Sleep {
+        self.clock.sleep_until(deadline)
+    }
+}
