@@ -184,7 +184,7 @@ fn ready<'a>(
 
 /// An admitted (or re-entrant) call's permit, with its call scope and adaptive start.
 #[inline(always)]
-fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
+fn async_permit(mut raw: RawPermit<'_>) -> AsyncPermit<'_> {
     begin_async(&mut raw);
     AsyncPermit { raw }
 }
@@ -197,14 +197,14 @@ fn async_permit(mut raw: super::permit::RawPermit<'_>) -> AsyncPermit<'_> {
 #[inline(always)]
 pub(super) fn install<'a>(slot: &mut Option<AsyncPermit<'a>>, shared: &'a Shared, held: Held) {
     let permit = slot.insert(AsyncPermit {
-        raw: super::permit::RawPermit::new(shared, held),
+        raw: RawPermit::new(shared, held),
     });
     begin_async(&mut permit.raw);
 }
 
 /// What [`async_permit`] adds to a permit: the call scope, and the adaptive start.
 #[inline(always)]
-fn begin_async(raw: &mut super::permit::RawPermit<'_>) {
+fn begin_async(raw: &mut RawPermit<'_>) {
     raw.scope = raw.shared.telemetry.call_scope(raw.held.is_held());
     if raw.held.is_held()
         && let Some(start) = raw.shared.call_start()
