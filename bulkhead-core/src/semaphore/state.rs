@@ -152,12 +152,10 @@ impl Waiter {
             let mut waiter = waiter;
             if let Some(exclusive) = sync::Arc::get_mut(&mut waiter) {
                 *exclusive.wake.get_mut() = Wake::Spare;
-                let _ = SPARE.try_with(|spare| {
-                    let mut spares = spare.take();
+                with_spares(|spares| {
                     if spares.len() < SPARES {
                         spares.push(waiter);
                     }
-                    spare.set(spares);
                 });
             }
         }
@@ -213,15 +211,21 @@ impl Waiter {
 /// locals are being destroyed).
 #[cfg(not(loom))]
 fn take_spare() -> Option<sync::Arc<Waiter>> {
+    with_spares(Vec::pop).flatten()
+}
+
+/// Runs `f` on this thread's spare waiters (taken out of their `Cell` and put back);
+/// `None` while the thread's locals are being destroyed.
+#[cfg(not(loom))]
+fn with_spares<R>(f: impl FnOnce(&mut Vec<sync::Arc<Waiter>>) -> R) -> Option<R> {
     SPARE
         .try_with(|spare| {
             let mut spares = spare.take();
-            let one = spares.pop();
+            let result = f(&mut spares);
             spare.set(spares);
-            one
+            result
         })
         .ok()
-        .flatten()
 }
 
 /// What a waiting acquisition ended with.
@@ -552,15 +556,10 @@ impl Drop for LeaveOnUnwind<'_> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::{SPARE, SPARES, Waiter, Wake, sync};
+    use super::{SPARES, Waiter, Wake, sync, with_spares};
 
     fn spares() -> usize {
-        SPARE.with(|spare| {
-            let spares = spare.take();
-            let n = spares.len();
-            spare.set(spares);
-            n
-        })
+        with_spares(|spares| spares.len()).unwrap()
     }
 
     /// Waits that end while others begin lend their waiters to the next ones, up to
