@@ -165,6 +165,13 @@ pub trait Entry {
         self,
         bulkhead: &'static SemaphoreBulkhead,
     ) -> impl Future<Output = Result<Self::AsyncPermit, BulkheadError>>;
+    /// Runs an async body under a permit and the bulkhead's call timeout: the body and
+    /// its permit in one future from the call to its end.
+    fn call_async<F: Future>(
+        self,
+        bulkhead: &'static SemaphoreBulkhead,
+        body: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadError>>;
     /// How a call enters the thread pool `pool`: `None` for its plain call, or through
     /// the pool's shares. (The plain call of a pool that has partitions only borrows from
     /// them, so it enters through the shares too.)
@@ -200,6 +207,18 @@ impl Entry for Plain {
         bulkhead.acquire_async()
     }
 
+    /// The core's one call future: the permit is made in its own slot (a permit returned
+    /// by an acquisition and moved into the body's future is copied right behind the
+    /// narrow stores that built it, a store-forwarding stall on every call).
+    #[inline]
+    fn call_async<F: Future>(
+        self,
+        bulkhead: &'static SemaphoreBulkhead,
+        body: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
+        bulkhead.call_async(body)
+    }
+
     #[inline(always)]
     fn pool_admission(self, pool: &ThreadPoolBulkhead) -> Option<bulkhead_core::PoolAdmission<'_>> {
         pool.is_partitioned().then(|| pool.unpartitioned())
@@ -226,6 +245,15 @@ impl Entry for Shares {
         admission_of!(bulkhead, self.0, self.1).acquire_async()
     }
 
+    #[inline]
+    async fn call_async<F: Future>(
+        self,
+        bulkhead: &'static SemaphoreBulkhead,
+        body: F,
+    ) -> Result<F::Output, BulkheadError> {
+        self.acquire_async(bulkhead).await?.run_timed(body).await
+    }
+
     #[inline(always)]
     fn pool_admission(self, pool: &ThreadPoolBulkhead) -> Option<bulkhead_core::PoolAdmission<'_>> {
         Some(admission_of!(pool, self.0, self.1))
@@ -239,29 +267,15 @@ impl Entry for Shares {
 pub trait Run {
     /// Awaits `body` while holding the permit.
     fn run<F: Future>(self, body: F) -> impl Future<Output = F::Output>;
-    /// Awaits `body` while holding the permit, under the bulkhead's call timeout
-    /// (`Err(CallTimeout)` once it passes; the body is dropped and the permit returned).
-    fn run_timed<F: Future>(
-        self,
-        body: F,
-    ) -> impl Future<Output = Result<F::Output, BulkheadError>>;
 }
 
-/// Both async permits run a body with their own methods of the same names.
+/// Both async permits run a body with their own method of the same name.
 macro_rules! run_with_inherent_methods {
     ($($permit:ident),*) => {$(
         impl Run for $permit<'_> {
             #[inline]
             fn run<F: Future>(self, body: F) -> impl Future<Output = F::Output> {
                 $permit::run_async(self, body)
-            }
-
-            #[inline]
-            fn run_timed<F: Future>(
-                self,
-                body: F,
-            ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
-                $permit::run_timed(self, body)
             }
         }
     )*};
@@ -276,6 +290,32 @@ impl SemaphoreSlot {
     pub fn enter<E: Entry>(&'static self, entry: E) -> Result<E::Permit, BulkheadError> {
         self.test_refusal()?;
         entry.acquire(self.get())
+    }
+
+    /// Runs an async body under a permit and the bulkhead's call timeout (`Err` for a
+    /// refusal or the timeout): the entry's call future itself, no future around it (its
+    /// result would be copied once more on the way out).
+    #[cfg(not(feature = "testing"))]
+    #[inline]
+    pub fn call_async<E: Entry, F: Future>(
+        &'static self,
+        entry: E,
+        body: F,
+    ) -> impl Future<Output = Result<F::Output, BulkheadError>> {
+        entry.call_async(self.get(), body)
+    }
+
+    /// Runs an async body under a permit and the bulkhead's call timeout (`Err` for a
+    /// refusal or the timeout), or gives the refusal a test scope chose.
+    #[cfg(feature = "testing")]
+    #[inline]
+    pub async fn call_async<E: Entry, F: Future>(
+        &'static self,
+        entry: E,
+        body: F,
+    ) -> Result<F::Output, BulkheadError> {
+        self.test_refusal()?;
+        entry.call_async(self.get(), body).await
     }
 
     /// Takes a permit for an async call.
@@ -293,15 +333,6 @@ impl SemaphoreSlot {
 #[inline]
 pub fn key_id<K: std::hash::Hash + ?Sized>(key: &K) -> u64 {
     SemaphoreBulkhead::key_id(key)
-}
-
-/// Awaits an async body while holding `permit`, under the bulkhead's call timeout.
-#[inline]
-pub fn run_timed<P: Run, F: Future>(
-    permit: P,
-    body: F,
-) -> impl Future<Output = Result<F::Output, BulkheadError>> {
-    permit.run_timed(body)
 }
 
 /// Awaits an async body while holding `permit` (a function with a fallback: untimed).

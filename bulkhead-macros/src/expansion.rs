@@ -10,7 +10,7 @@
 //! | kind × call | method | the body runs | on refusal |
 //! |---|---|---|---|
 //! | semaphore, sync | `semaphore_fn` | in place, after `enter()` returned a permit (held to the end of the body) | `return` the refusal |
-//! | semaphore, async | `semaphore_async_fn` | inside `async move {}` polled by `run_async(permit, …)` (re-entry marked per poll) | the refusal is the output |
+//! | semaphore, async | `semaphore_async_fn` | inside `async move {}`, polled by `SemaphoreSlot::call_async` under its permit (with a fallback: `run_async(permit, …)`; re-entry marked per poll) | the refusal is the output |
 //! | thread pool, sync | `thread_pool_fn` | in a closure on a worker; `call(input, body)` blocks, so borrows are fine | `Refused { input, error }` |
 //! | thread pool, async | `thread_pool_async_fn` | in an `async move {}` future on a worker; must be `Send + 'static` | `Refused { input, error }` |
 //! | refusal | `refusal` | — | `__private::refusal(error)` or the fallback |
@@ -135,15 +135,16 @@ impl<'a> Expansion<'a> {
         self
     }
 
-    /// The semaphore paths: enter (sync, async), then run timed or untimed; one of each,
-    /// given how the call enters: plainly, or through the bulkhead's shares.
-    fn semaphore_paths(&self) -> [TokenStream; 4] {
+    /// The semaphore paths, given how the call enters (plainly, or through the bulkhead's
+    /// shares): enter (sync, async); the async body (`body`) under a permit and the call
+    /// timeout; the async body under a permit taken by `enter_async`, untimed.
+    fn semaphore_paths(&self, body: &TokenStream) -> [TokenStream; 4] {
         let (p, slot) = (private(), &self.slot);
         let entry = crate::shares::entry(self.shares, Span::call_site());
         [
             quote!(#p::SemaphoreSlot::enter(&#slot, #entry)),
             quote!(#p::SemaphoreSlot::enter_async(&#slot, #entry)),
-            quote!(#p::run_timed),
+            quote!(#p::SemaphoreSlot::call_async(&#slot, #entry, #body)),
             quote!(#p::run_async),
         ]
     }
@@ -177,7 +178,7 @@ impl<'a> Expansion<'a> {
         // A body of one expression is the user's block as written: its braces are not
         // ours to lint (`unused_braces`), nor is code after a body that diverges.
         let value = self.value_of(&self.func.block.to_token_stream());
-        let [enter, ..] = self.semaphore_paths();
+        let [enter, ..] = self.semaphore_paths(&TokenStream::new());
         quote! {
             #declare
             let #permit = match #enter {
@@ -209,21 +210,22 @@ impl<'a> Expansion<'a> {
             #prologue
             #value
         });
-        let [_, enter_async, run_timed, run_async] = self.semaphore_paths();
-        let run = if self.fallback.is_none() {
-            quote! {
-                match #run_timed(#permit, #body).await {
+        let [_, enter_async, call, run_async] = self.semaphore_paths(&body);
+        if self.fallback.is_none() {
+            // One future holds the body and, once admitted, its permit: nothing is moved
+            // between taking the permit and polling the body.
+            return quote! {
+                #declare
+                match #call.await {
                     #p::Ok(#output) => #output,
                     #p::Err(#error) => #refusal,
                 }
-            }
-        } else {
-            quote!(#run_async(#permit, #body).await)
-        };
+            };
+        }
         quote! {
             #declare
             match #enter_async.await {
-                #p::Ok(#permit) => #run,
+                #p::Ok(#permit) => #run_async(#permit, #body).await,
                 #p::Err(#error) => #refusal,
             }
         }

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use super::permit::{Held, RawPermit};
@@ -42,6 +42,8 @@ enum Stage {
     Permit,
     /// In the waiter queue since `start`, until granted, shut down or timed out.
     Queued { waiter: Arc<Waiter>, start: Instant },
+    /// Refused: the refusal, until the caller takes it ([`Acquire::take_refusal`]).
+    Refused(BulkheadError),
     /// Resolved.
     Done,
 }
@@ -77,17 +79,30 @@ impl<'a> Future for Acquire<'a> {
             std::mem::forget(std::mem::replace(&mut self.stage, Stage::Done));
             return Poll::Ready(decided);
         }
-        self.poll_stages(cx)
+        let shared = self.shared;
+        match ready!(self.as_mut().poll_held(cx)) {
+            Ok(held) => Poll::Ready(Ok(async_permit(RawPermit::new(shared, held)))),
+            Err(Refused) => Poll::Ready(Err(self.take_refusal())),
+        }
     }
 }
 
+/// [`Acquire::poll_held`] refused the call: the refusal waits in the acquisition for
+/// [`Acquire::take_refusal`].
+pub(super) struct Refused;
+
 impl<'a> Acquire<'a> {
-    /// The stages, out of line: the first poll's common case above stays small.
+    /// The stages, out of line: the first poll's common case above stays small. Ready
+    /// with what the permit holds, not the permit: the caller makes it where it keeps it
+    /// ([`SemaphoreCall`](super::SemaphoreCall) in its own slot). A refusal stays here
+    /// ([`take_refusal`](Self::take_refusal)): the answer fits in a register. (A permit,
+    /// or a result as wide as a refusal, returned through memory is copied in wide loads
+    /// right behind the narrow stores that wrote it, a store-forwarding stall.)
     #[inline(never)]
-    fn poll_stages(
+    pub(super) fn poll_held(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<AsyncPermit<'a>, BulkheadError>> {
+    ) -> Poll<Result<Held, Refused>> {
         let shared = self.shared;
         // The stage is matched in place, not taken out and put back: a take reads the
         // whole stage right behind the narrow stores that last wrote it (a store-forwarding
@@ -153,33 +168,39 @@ impl<'a> Acquire<'a> {
                     }
                     break waited;
                 }
-                Stage::Done => panic!("`Acquire` polled after it completed"),
+                Stage::Refused(_) | Stage::Done => panic!("`Acquire` polled after it completed"),
             }
         };
-        ready(shared, shared.settle(waited))
+        let settled = shared.settle(waited);
+        self.done(settled)
+    }
+
+    /// The refusal [`poll_held`](Self::poll_held) answered `Err(Refused)` for.
+    #[cold]
+    pub(super) fn take_refusal(&mut self) -> BulkheadError {
+        match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Refused(refusal) => refusal,
+            _ => panic!("`Acquire` has no refusal to give"),
+        }
     }
 }
 
 impl<'a> Acquire<'a> {
-    /// The acquisition is over with `permit`: nothing left for its drop to give back.
+    /// The acquisition is over with `held`, or refused (the refusal kept for
+    /// [`take_refusal`](Self::take_refusal)): nothing left for its drop to give back.
     #[inline(always)]
-    fn done(
-        &mut self,
-        held: Result<Held, BulkheadError>,
-    ) -> Poll<Result<AsyncPermit<'a>, BulkheadError>> {
-        self.stage = Stage::Done;
-        ready(self.shared, held)
+    fn done(&mut self, held: Result<Held, BulkheadError>) -> Poll<Result<Held, Refused>> {
+        match held {
+            Ok(held) => {
+                self.stage = Stage::Done;
+                Poll::Ready(Ok(held))
+            }
+            Err(refusal) => {
+                self.stage = Stage::Refused(refusal);
+                Poll::Ready(Err(Refused))
+            }
+        }
     }
-}
-
-/// The acquisition's end: the permit made from what it holds, or the refusal. Only the
-/// `Held` comes in (a permit built by the caller and passed here was copied in wide loads
-/// right behind the narrow stores that built it: a store-forwarding stall).
-fn ready<'a>(
-    shared: &'a Shared,
-    held: Result<Held, BulkheadError>,
-) -> Poll<Result<AsyncPermit<'a>, BulkheadError>> {
-    Poll::Ready(held.map(|held| async_permit(RawPermit::new(shared, held))))
 }
 
 /// An admitted (or re-entrant) call's permit, with its call scope and adaptive start.
@@ -286,6 +307,7 @@ impl fmt::Debug for Acquire<'_> {
             Stage::RateWait(_) => "rate-wait",
             Stage::Permit => "permit",
             Stage::Queued { .. } => "queued",
+            Stage::Refused(_) => "refused",
             Stage::Done => "done",
         };
         f.debug_struct("Acquire")

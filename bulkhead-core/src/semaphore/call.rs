@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use super::acquire::{install, try_now_held};
+use super::acquire::{Refused, install, try_now_held};
 use super::permit::{Held, poll_inside};
 use super::{Acquire, AsyncPermit, RunAsync, Shared};
 use crate::BulkheadError;
@@ -85,9 +85,16 @@ impl<F: Future> Future for SemaphoreCall<'_, F> {
                 Some(Err(refused)) => Err(refused),
                 None => {
                     let acquire = this.acquire.get_or_insert_with(|| Acquire::new(shared));
-                    let admitted = ready!(Pin::new(acquire).poll(cx));
+                    // What the permit holds, made into the permit in its slot here.
+                    let admitted = match ready!(Pin::new(&mut *acquire).poll_held(cx)) {
+                        Ok(held) => {
+                            install(this.permit, shared, held);
+                            Ok(())
+                        }
+                        Err(Refused) => Err(acquire.take_refusal()),
+                    };
                     *this.acquire = None;
-                    admitted.map(|permit| *this.permit = Some(permit))
+                    admitted
                 }
             };
             if let Err(refused) = admitted {

@@ -2,7 +2,11 @@
 //! registry, and deploys built in code through the one deploy path — applied, refused and
 //! recorded as with every feature.
 
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 use bulkhead::config::{BulkheadConfig, Config, SemaphoreConfig};
 use bulkhead::{BulkheadError, DeployOutcome, bulkhead};
@@ -15,6 +19,23 @@ fn lookup(key: u64) -> Result<u64, BulkheadError> {
 #[bulkhead("render")]
 fn render(page: u64) -> Result<u64, BulkheadError> {
     Ok(page + 1)
+}
+
+/// Set to let `fetch`'s body finish.
+static RELEASE: AtomicBool = AtomicBool::new(false);
+
+/// An async function on a semaphore with a call timeout: its body waits for `RELEASE`.
+#[bulkhead("fetch")]
+async fn fetch(key: u64) -> Result<u64, BulkheadError> {
+    std::future::poll_fn(|_| {
+        if RELEASE.load(Ordering::SeqCst) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    Ok(key + 1)
 }
 
 fn semaphore(permits: u32) -> BulkheadConfig {
@@ -74,4 +95,53 @@ fn declared_bulkheads_run_and_a_deploy_in_code_is_applied_refused_and_recorded()
         "{invalid}"
     );
     assert_eq!(registry.reload_status().refused, 2);
+}
+
+/// The async function's one future from the call to its end: a call holds the permit while
+/// its body waits, a second call is refused, the first times out at its `timeout` and
+/// returns the permit, and a later call runs to the end.
+#[test]
+fn an_async_function_holds_its_permit_is_refused_when_full_and_times_out() {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut first = pin!(fetch(1));
+    assert!(first.as_mut().poll(&mut cx).is_pending(), "the body waits");
+    let bulkhead = bulkhead::registry().semaphore("fetch").unwrap();
+    assert_eq!(
+        bulkhead.available(),
+        0,
+        "the waiting call holds the only permit"
+    );
+
+    let mut second = pin!(fetch(2));
+    match second.as_mut().poll(&mut cx) {
+        Poll::Ready(Err(BulkheadError::Full { .. })) => {}
+        other => panic!("expected a refusal while the permit is held, got {other:?}"),
+    }
+
+    // The call timeout fires on the bulkhead's clock; poll until it has.
+    let timed_out = loop {
+        if let Poll::Ready(result) = first.as_mut().poll(&mut cx) {
+            break result;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    assert!(
+        matches!(timed_out, Err(BulkheadError::CallTimeout { .. })),
+        "{timed_out:?}"
+    );
+    assert_eq!(
+        bulkhead.available(),
+        1,
+        "the timed-out call returned its permit"
+    );
+
+    RELEASE.store(true, Ordering::SeqCst);
+    let mut third = pin!(fetch(3));
+    assert!(matches!(third.as_mut().poll(&mut cx), Poll::Ready(Ok(4))));
+    let calls = bulkhead.snapshot().calls;
+    assert_eq!(
+        (calls.permitted, calls.timed_out, calls.refused.full),
+        (2, 1, 1),
+        "{calls:?}"
+    );
 }
