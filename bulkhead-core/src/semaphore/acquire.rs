@@ -48,6 +48,20 @@ enum Stage {
     Done,
 }
 
+impl Stage {
+    /// Moves on to `next` from a stage that holds nothing (`Start`, `Permit`, `Done`)
+    /// without running the enum's drop glue, which is an out-of-line call (a sixth of a
+    /// queued acquisition's own instructions went to three of them).
+    #[inline(always)]
+    fn advance(&mut self, next: Stage) {
+        debug_assert!(
+            matches!(self, Stage::Start | Stage::Permit | Stage::Done),
+            "only a stage that holds nothing is left without its drop"
+        );
+        std::mem::forget(std::mem::replace(self, next));
+    }
+}
+
 impl<'a> Acquire<'a> {
     pub(super) fn new(shared: &'a Shared) -> Self {
         Acquire {
@@ -75,8 +89,7 @@ impl<'a> Future for Acquire<'a> {
         if matches!(self.stage, Stage::Start)
             && let Some(decided) = try_now(self.shared)
         {
-            // `Start` holds nothing: replaced without running `Stage`'s drop glue.
-            std::mem::forget(std::mem::replace(&mut self.stage, Stage::Done));
+            self.stage.advance(Stage::Done);
             return Poll::Ready(decided);
         }
         let shared = self.shared;
@@ -112,7 +125,7 @@ impl<'a> Acquire<'a> {
         let waited = loop {
             match &mut self.stage {
                 Stage::Start => {
-                    self.stage = match admission::first(shared) {
+                    let next = match admission::first(shared) {
                         First::Inside => return self.done(Ok(Held::NOTHING)),
                         First::Open => Stage::Permit,
                         // Shut down, then the rate limit.
@@ -122,6 +135,7 @@ impl<'a> Acquire<'a> {
                             Err(refused) => return self.done(Err(refused)),
                         },
                     };
+                    self.stage.advance(next);
                 }
                 Stage::RateWait(wait) => {
                     if wait.poll(cx).is_pending() {
@@ -145,11 +159,11 @@ impl<'a> Acquire<'a> {
                     let waiter = Waiter::new(Wake::Task(cx.waker().clone()), deadline);
                     match shared.take_or_enqueue(&waiter) {
                         Ok(true) => {
-                            self.stage = Stage::Done;
+                            self.stage.advance(Stage::Done);
                             Waiter::recycle(waiter);
                             break Waited::Granted;
                         }
-                        Ok(false) => self.stage = Stage::Queued { waiter, start },
+                        Ok(false) => self.stage.advance(Stage::Queued { waiter, start }),
                         Err(err) => return self.done(Err(shared.refuse(err))),
                     }
                 }
@@ -192,11 +206,11 @@ impl<'a> Acquire<'a> {
     fn done(&mut self, held: Result<Held, BulkheadError>) -> Poll<Result<Held, Refused>> {
         match held {
             Ok(held) => {
-                self.stage = Stage::Done;
+                self.stage.advance(Stage::Done);
                 Poll::Ready(Ok(held))
             }
             Err(refusal) => {
-                self.stage = Stage::Refused(refusal);
+                self.stage.advance(Stage::Refused(refusal));
                 Poll::Ready(Err(Refused))
             }
         }
