@@ -163,7 +163,17 @@ impl<'a> Acquire<'a> {
                             Waiter::recycle(waiter);
                             break Waited::Granted;
                         }
-                        Ok(false) => self.stage.advance(Stage::Queued { waiter, start }),
+                        // Queued with this poll's waker: a grant, a time-out or a shut
+                        // down from now on wakes it, so the waker needs no update. Still
+                        // waiting (one load) is the common case; anything else (a
+                        // deadline already past, say) is handled in this poll.
+                        Ok(false) => {
+                            let waiting = waiter.is_waiting();
+                            self.stage.advance(Stage::Queued { waiter, start });
+                            if waiting {
+                                return Poll::Pending;
+                            }
+                        }
                         Err(err) => return self.done(Err(shared.refuse(err))),
                     }
                 }

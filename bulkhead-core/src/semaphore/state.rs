@@ -176,6 +176,11 @@ impl Waiter {
         self.status.load(AcquireOrd)
     }
 
+    /// Still waiting: not granted, timed out or shut down yet.
+    pub(super) fn is_waiting(&self) -> bool {
+        self.status() == WAITING
+    }
+
     /// Wakes the waiter, once: its wait has just ended (it left `WAITING` under the queue
     /// lock). The waker is taken out of its lock before it runs, since a waker may do
     /// anything — poll the task inline, which updates this very waker.
