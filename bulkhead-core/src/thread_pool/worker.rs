@@ -178,6 +178,8 @@ impl Shared {
 
     /// Runs a task this worker took, `active` tasks running with it: its queue time
     /// recorded (if it was timed: see `Shared::enqueue`), its run reported to listeners.
+    /// Inlined into the worker's loop, where the entry and the outcome stay in registers.
+    #[inline]
     fn run_entry(self: &Arc<Self>, entry: Entry, active: u32) -> (CallOutcome, Finished) {
         let telemetry = &self.telemetry;
         if let Some(enqueued) = entry.enqueued {
