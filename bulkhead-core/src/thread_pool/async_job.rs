@@ -142,6 +142,7 @@ where
 {
     /// A job for `body(input)`: the pool's handle and the caller's, one allocation. With
     /// feature `tokio`, the current tokio runtime (if any) is entered on the worker.
+    #[inline]
     pub(crate) fn job(input: I, body: F) -> (Arc<dyn Job>, Arc<Self>) {
         let task = Arc::new(AsyncTask {
             state: AtomicU8::new(QUEUED),

@@ -188,6 +188,7 @@ where
 
     /// Hands the admitted call to the pool: `state` (moved out of, so `Done`) becomes
     /// `Submitted`, written in place.
+    #[inline]
     fn submit(shared: &Arc<Shared>, state: &mut State<I, F, Fut>, input: I, body: F) {
         shared.counters.permitted.fetch_add(1, Relaxed);
         shared.telemetry.on_permitted();

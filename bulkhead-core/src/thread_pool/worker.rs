@@ -320,8 +320,20 @@ impl Shared {
 
     /// Runs a task a worker took, `active` calls running with it: with an adaptive limit,
     /// timed by the pool's clock and fed to the limit (a panic, a cancellation or a mark
-    /// of [`mark_overloaded`](crate::adaptive::mark_overloaded) is a drop).
+    /// of [`mark_overloaded`](crate::adaptive::mark_overloaded) is a drop). Without one (one
+    /// relaxed load) the job just runs, inline in the worker's loop.
+    #[inline]
     fn run_taken(self: &Arc<Self>, job: JobRef, active: u32) -> (CallOutcome, Finished) {
+        if self.adaptive.sample_every().is_none() {
+            return job.run();
+        }
+        self.run_adaptive(job, active)
+    }
+
+    /// `run_taken` under an adaptive limit (set, or removed since it looked: then as
+    /// without one).
+    #[inline(never)]
+    fn run_adaptive(self: &Arc<Self>, job: JobRef, active: u32) -> (CallOutcome, Finished) {
         let timed = || CallStart::timed(self.clock.now(), active);
         let Some(start) = self.adaptive.begin(timed) else {
             return job.run();
