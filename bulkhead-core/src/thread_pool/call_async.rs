@@ -175,7 +175,7 @@ where
     Fut::Output: Send + 'static,
 {
     /// A call that is decided at its first poll.
-    #[inline(never)]
+    #[inline]
     fn new(pool: &ThreadPoolBulkhead, input: I, body: F, borrowing: bool) -> Self {
         let shared = pool.shared();
         Admissible {
@@ -224,12 +224,19 @@ where
         }
     }
 
-    /// A poll of a call handed to the pool, in the call's span.
+    /// A poll of a call handed to the pool, in the call's span. Without a span (no
+    /// subscriber) the outcome is written straight into the caller's result, with no
+    /// guard to drop after it.
     #[inline(never)]
     fn poll_handed(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut::Output, Refused<I>>> {
         let shared = &**self.pool.shared();
-        let _span = self.span.as_deref().map(tracing::Span::enter);
-        poll_submitted(&mut *self.state, shared, cx)
+        match self.span.as_deref() {
+            None => poll_submitted(&mut self.state, shared, cx),
+            Some(span) => {
+                let _span = span.enter();
+                poll_submitted(&mut self.state, shared, cx)
+            }
+        }
     }
 
     /// A poll of a call not yet handed to the pool (or running inline).
