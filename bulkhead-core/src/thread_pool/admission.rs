@@ -186,7 +186,10 @@ impl Shared {
             Outcome::Ran(value) => Ok(value),
             Outcome::Panicked(payload) => resume_unwind(payload),
             // Already counted where the job was failed.
-            Outcome::Refused(input, error) => Err(Refused { input, error }),
+            Outcome::Refused(input, error) => Err(Refused {
+                input,
+                error: *error,
+            }),
             Outcome::Abandoned(input) => Err(Refused {
                 input,
                 error: self.refuse(self.shut_down_error()),

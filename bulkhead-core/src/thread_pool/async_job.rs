@@ -22,15 +22,16 @@
 //!   the next call allocates;
 //! * the caller registers its waker (`AtomicWaker`) before it reads the stage, the pool
 //!   publishes `READY` before it wakes: a poll that reads a stage before `READY` is woken
-//!   later. A poll with the waker its last pending poll registered ([`WakerId`]) skips the
-//!   registration: that waker is still the one registered (only the delivery's wake takes
-//!   it, after `READY`).
+//!   later. A poll with the waker its last pending poll registered ([`WakerId`], kept in
+//!   the job's `left`, which only the caller uses) skips the registration: that waker is
+//!   still the one registered (only the delivery's wake takes it, after `READY`).
 // One of the crate's two modules with `unsafe` code (with `job`; the crate denies it
 // everywhere else): the outcome and payload cells the state word guards (the invariants
 // above), each use with its SAFETY comment. loom models each race (`.ci/run`).
 #![allow(unsafe_code)]
 
 use std::any::Any;
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -90,6 +91,10 @@ pub(crate) struct AsyncTask<I, F, Out> {
     slot: UnsafeCell<Slot<I, F, Out>>,
     /// The waker of the caller's last pending poll.
     waker: AtomicWaker,
+    /// Which waker that is, as the caller last registered it: read and written by the
+    /// caller's polls only (the pool never looks at it), so a plain cell. Kept here rather
+    /// than in the caller's future, which stays small.
+    left: Cell<Option<WakerId>>,
     /// The caller's span and propagated context, entered on the worker around the body
     /// (`None`: nothing to carry, so nothing is entered); boxed, as it is rare and large.
     context: Option<Box<CapturedContext>>,
@@ -124,7 +129,8 @@ const GONE: u8 = 0b1000;
 
 // SAFETY: the cells are used by one thread at a time, as the state word decides (the
 // module's invariants), which moves their values across threads: `Send` bounds, as a
-// `Mutex` of them would need.
+// `Mutex` of them would need. `left` is used only through the caller's handle, by the
+// polls of its future (`&mut`, so one at a time) and never by the pool.
 unsafe impl<I: Send, F: Send, Out: Send> Sync for AsyncTask<I, F, Out> {}
 
 impl<I, F, Fut> AsyncTask<I, F, Fut::Output>
@@ -136,11 +142,13 @@ where
 {
     /// A job for `body(input)`: the pool's handle and the caller's, one allocation. With
     /// feature `tokio`, the current tokio runtime (if any) is entered on the worker.
+    #[inline]
     pub(crate) fn job(input: I, body: F) -> (Arc<dyn Job>, Arc<Self>) {
         let task = Arc::new(AsyncTask {
             state: AtomicU8::new(QUEUED),
             slot: UnsafeCell::new(Slot::Payload(input, body)),
             waker: AtomicWaker::default(),
+            left: Cell::new(None),
             context: CapturedContext::capture_if_any().map(Box::new),
             #[cfg(feature = "tokio")]
             runtime: tokio::runtime::Handle::try_current().ok(),
@@ -150,18 +158,15 @@ where
 }
 
 impl<I, F, Out> AsyncTask<I, F, Out> {
-    /// The caller's poll: the outcome once delivered, else its waker is kept. `left` is
-    /// the waker the caller's last pending poll left here (the caller keeps it).
+    /// The caller's poll: the outcome once delivered, else its waker is kept (registered
+    /// unless it is the one the caller's last pending poll left here). Only the caller's
+    /// future calls it, one poll at a time.
     #[inline]
-    pub(crate) fn poll_outcome(
-        &self,
-        cx: &mut Context<'_>,
-        left: &mut Option<WakerId>,
-    ) -> Poll<Outcome<I, Out>> {
+    pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<I, Out>> {
         let waker = WakerId::of(cx.waker());
-        if *left != Some(waker) {
+        if self.left.get() != Some(waker) {
             self.waker.register(cx.waker());
-            *left = Some(waker);
+            self.left.set(Some(waker));
         }
         match self.state.load(Acquire) & STAGE {
             READY => {
@@ -215,6 +220,7 @@ impl<I, F, Out> AsyncTask<I, F, Out> {
     /// Claims the payload from `QUEUED`: `Some` for the first of run, fail and abandon,
     /// while the caller is still there. A job whose caller went away is emptied here (its
     /// payload dropped quietly) and `None` returned.
+    #[inline]
     fn claim(&self) -> Option<(I, F)> {
         match self
             .state
@@ -358,7 +364,7 @@ where
     }
 
     fn fail(&self, error: BulkheadError) {
-        self.end_unrun(|input| Outcome::Refused(input, error));
+        self.end_unrun(|input| Outcome::Refused(input, Box::new(error)));
     }
 
     fn abandon(&self) {
@@ -433,8 +439,7 @@ mod tests {
         assert_eq!(job.run(), crate::events::CallOutcome::Completed);
         sender.join().unwrap();
         job.deliver();
-        let mut left = None;
-        match task.poll_outcome(&mut Context::from_waker(Waker::noop()), &mut left) {
+        match task.poll_outcome(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(Outcome::Ran(value)) => assert_eq!(value, 42),
             _ => panic!("the body finished and its outcome was delivered"),
         }
@@ -476,9 +481,8 @@ mod tests {
         let weak: std::sync::Weak<dyn Send + Sync> = Arc::downgrade(&task) as _;
         let _ = counts.0.set(weak);
         let waker = Waker::from(Arc::clone(&counts));
-        let mut left = None;
         assert!(
-            task.poll_outcome(&mut Context::from_waker(&waker), &mut left)
+            task.poll_outcome(&mut Context::from_waker(&waker))
                 .is_pending()
         );
         assert_eq!(job.run(), crate::events::CallOutcome::Completed);
@@ -489,7 +493,7 @@ mod tests {
             "handles left when the caller was woken"
         );
         assert!(matches!(
-            task.poll_outcome(&mut Context::from_waker(&waker), &mut left),
+            task.poll_outcome(&mut Context::from_waker(&waker)),
             Poll::Ready(Outcome::Ran(1))
         ));
     }
@@ -502,9 +506,7 @@ mod tests {
             Arc::new(CountingWaker::default()),
         );
         let (first_waker, second_waker) = (Waker::from(first.clone()), Waker::from(second.clone()));
-        let mut left = None;
-        let mut poll =
-            |waker: &Waker| task.poll_outcome(&mut Context::from_waker(waker), &mut left);
+        let poll = |waker: &Waker| task.poll_outcome(&mut Context::from_waker(waker));
         assert!(poll(&first_waker).is_pending());
         // The same waker again: answered from the flag, the registration stays.
         assert!(poll(&first_waker).is_pending());

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::time::Instant;
 use bulkhead_config_types::OnFull;
 
 use super::ThreadPoolBulkhead;
-use super::async_job::{AsyncTask, WakerId};
+use super::async_job::AsyncTask;
 use super::job::{JobRef, job_id};
 use super::room_waiters::Ticket;
 use super::shared::Shared;
@@ -45,52 +46,61 @@ enum Call<I, F, Fut: Future> {
 /// A call decided at its first poll.
 struct Admissible<I, F, Fut: Future> {
     pool: ThreadPoolBulkhead,
-    state: State<I, F, Fut>,
+    /// Dropped by `Admissible`'s `Drop` only when not `Done` (the common end, which holds
+    /// nothing): a finished call's drop is a compare, not a call into the state's drop glue.
+    state: ManuallyDrop<State<I, F, Fut>>,
     /// The call's span (a child of the span current when the call was made), entered during
     /// each poll, so the job captures it and enters it on the worker; `None` while no
     /// subscriber has ever been set (its span would be `Span::none()`: nothing to enter).
-    span: Option<tracing::Span>,
+    /// Boxed: a span is five words the future would otherwise move wherever it goes, for
+    /// the calls made with a subscriber only.
+    span: Option<Box<tracing::Span>>,
     /// Only borrows room (a partition at or above its share): never waits, never runs on
     /// its caller ([`borrowing`](Self::borrowing)).
     borrowing: bool,
 }
 
 // An explicit tag: each check of the state (several per poll, and the drops) is one
-// compare, not the decoding of a niche.
+// compare, not the decoding of a niche. The common states are small (the submitted call
+// is the job's handle and an optional expiry: four words), so the future is cheap to move
+// (callers keep it in a window, a `Vec`, a task); the rare waits keep their clocks in a box
+// (they allocate a sleep anyway).
 #[repr(u8)]
 enum State<I, F, Fut: Future> {
     Start(I, F),
     /// A rate-limit permission of a coming period is reserved (step 3 of the order,
     /// `crate::admission`): waiting for the period to start.
-    RateWait(I, F, RateWait),
+    RateWait(I, F, Box<RateWait>),
     /// Past the rate limit: asks the pool for a slot.
     PastRateLimit(I, F),
     /// `on_full: { wait }`: waiting for room.
-    Waiting {
-        input: I,
-        body: F,
-        started: Instant,
-        sleep: Option<Sleep>,
-        ticket: Option<u64>,
-    },
+    Waiting(I, F, Box<WaitingRoom>),
     /// Handed to the pool; `queued` is set while it may still be queued (by the job's
     /// address, `job_id`).
+    // (The flags first: with the explicit tag the fields stay in this order, and a flag
+    // beside the tag takes no word of its own.)
     Submitted {
-        task: Arc<AsyncTask<I, F, Fut::Output>>,
         queued: bool,
-        /// The waker the last pending poll left with the task.
-        left: Option<WakerId>,
+        task: Arc<AsyncTask<I, F, Fut::Output>>,
         /// Fires at the task's `max_queue_wait` deadline: the caller withdraws it then.
         expiry: Option<Sleep>,
     },
     /// Polled by the caller: a re-entrant call, or `on_full: caller-runs` (`counted`).
     Inline {
-        fut: Pin<Box<Fut>>,
         counted: bool,
+        fut: Pin<Box<Fut>>,
         /// For `counted` calls, when they were permitted, if someone listened.
         started: Option<Instant>,
     },
     Done,
+}
+
+/// An `on_full: { wait }` call's wait for room: since when, until when, and its place
+/// among the room waiters.
+struct WaitingRoom {
+    started: Instant,
+    sleep: Option<Sleep>,
+    ticket: Option<u64>,
 }
 
 impl<I, F, Fut: Future> State<I, F, Fut> {
@@ -165,19 +175,20 @@ where
     Fut::Output: Send + 'static,
 {
     /// A call that is decided at its first poll.
-    #[inline(never)]
+    #[inline]
     fn new(pool: &ThreadPoolBulkhead, input: I, body: F, borrowing: bool) -> Self {
         let shared = pool.shared();
         Admissible {
-            span: shared.telemetry.call_span_if_any(),
+            span: shared.telemetry.call_span_if_any().map(Box::new),
             pool: pool.clone(),
-            state: State::Start(input, body),
+            state: ManuallyDrop::new(State::Start(input, body)),
             borrowing,
         }
     }
 
     /// Hands the admitted call to the pool: `state` (moved out of, so `Done`) becomes
     /// `Submitted`, written in place.
+    #[inline]
     fn submit(shared: &Arc<Shared>, state: &mut State<I, F, Fut>, input: I, body: F) {
         shared.counters.permitted.fetch_add(1, Relaxed);
         shared.telemetry.on_permitted();
@@ -190,7 +201,6 @@ where
         state.set_from_done(State::Submitted {
             task,
             queued: queued.is_some(),
-            left: None,
             expiry,
         });
     }
@@ -202,16 +212,31 @@ where
         }))
     }
 
-    /// A poll of a call that was not refused when it was made. The common one, of a call
-    /// already handed to the pool, is small and inlined; the rest out of line.
+    /// A poll of a call that was not refused when it was made: one compare, and a jump to
+    /// the poll of a call handed to the pool or of one not yet handed (both out of line, so
+    /// the caller's poll saves no registers for the path it does not take).
     #[inline]
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut::Output, Refused<I>>> {
-        if !matches!(self.state, State::Submitted { .. }) {
-            return self.poll_unsubmitted(cx);
+        if matches!(*self.state, State::Submitted { .. }) {
+            self.poll_handed(cx)
+        } else {
+            self.poll_unsubmitted(cx)
         }
+    }
+
+    /// A poll of a call handed to the pool, in the call's span. Without a span (no
+    /// subscriber) the outcome is written straight into the caller's result, with no
+    /// guard to drop after it.
+    #[inline(never)]
+    fn poll_handed(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut::Output, Refused<I>>> {
         let shared = &**self.pool.shared();
-        let _span = self.span.as_ref().map(tracing::Span::enter);
-        poll_submitted(&mut self.state, shared, cx)
+        match self.span.as_deref() {
+            None => poll_submitted(&mut self.state, shared, cx),
+            Some(span) => {
+                let _span = span.enter();
+                poll_submitted(&mut self.state, shared, cx)
+            }
+        }
     }
 
     /// A poll of a call not yet handed to the pool (or running inline).
@@ -219,17 +244,17 @@ where
     fn poll_unsubmitted(&mut self, cx: &mut Context<'_>) -> Poll<Result<Fut::Output, Refused<I>>> {
         let this = self;
         let shared = &**this.pool.shared();
-        let _span = this.span.as_ref().map(tracing::Span::enter);
+        let _span = this.span.as_deref().map(tracing::Span::enter);
         loop {
             // Handed to the pool (at this poll): on as at every later poll.
-            if let State::Submitted { .. } = this.state {
-                return poll_submitted(&mut this.state, shared, cx);
+            if let State::Submitted { .. } = *this.state {
+                return poll_submitted(&mut *this.state, shared, cx);
             }
             if let State::Inline {
                 fut,
                 counted,
                 started,
-            } = &mut this.state
+            } = &mut *this.state
             {
                 let polled = if *counted {
                     // Caller-runs: marked inside while polled; a panic is counted here (the
@@ -245,7 +270,7 @@ where
                             shared
                                 .telemetry
                                 .on_finished(*started, CallOutcome::Panicked);
-                            this.state = State::Done;
+                            *this.state = State::Done;
                             resume_unwind(payload)
                         }
                     }
@@ -259,13 +284,13 @@ where
                         .telemetry
                         .on_finished(*started, CallOutcome::Completed);
                 }
-                this.state = State::Done;
+                *this.state = State::Done;
                 return Poll::Ready(Ok(output));
             }
-            match std::mem::replace(&mut this.state, State::Done) {
+            match std::mem::replace(&mut *this.state, State::Done) {
                 State::Start(input, body) => match admission::first(shared) {
                     First::Inside => {
-                        this.state = State::Inline {
+                        *this.state = State::Inline {
                             fut: Box::pin(body(input)),
                             counted: false,
                             started: None,
@@ -274,23 +299,25 @@ where
                     // The common case: a free slot, one state write. A borrowing call
                     // looks for room waiters first (`PastRateLimit`).
                     First::Open if !this.borrowing && shared.try_admit() => {
-                        Self::submit(this.pool.shared(), &mut this.state, input, body);
+                        Self::submit(this.pool.shared(), &mut *this.state, input, body);
                     }
-                    First::Open => this.state = State::PastRateLimit(input, body),
+                    First::Open => *this.state = State::PastRateLimit(input, body),
                     // Shut down, then the rate limit (a borrowing call never waits).
                     First::Gated => match admission::gated_async(shared, !this.borrowing) {
-                        Ok(None) => this.state = State::PastRateLimit(input, body),
-                        Ok(Some(wait)) => this.state = State::RateWait(input, body, wait),
+                        Ok(None) => *this.state = State::PastRateLimit(input, body),
+                        Ok(Some(wait)) => {
+                            *this.state = State::RateWait(input, body, Box::new(wait));
+                        }
                         // Counted and reported by the gate.
                         Err(error) => return Poll::Ready(Err(Refused { input, error })),
                     },
                 },
                 State::RateWait(input, body, mut wait) => {
                     if wait.poll(cx).is_pending() {
-                        this.state = State::RateWait(input, body, wait);
+                        *this.state = State::RateWait(input, body, wait);
                         return Poll::Pending;
                     }
-                    this.state = State::PastRateLimit(input, body);
+                    *this.state = State::PastRateLimit(input, body);
                 }
                 State::PastRateLimit(input, body) => {
                     if shared.is_shut_down() {
@@ -300,7 +327,7 @@ where
                         return this.refused(input, shared.full());
                     }
                     if shared.try_admit() {
-                        Self::submit(this.pool.shared(), &mut this.state, input, body);
+                        Self::submit(this.pool.shared(), &mut *this.state, input, body);
                         continue;
                     }
                     if this.borrowing {
@@ -318,7 +345,7 @@ where
                                 let _inside = frame::enter(shared.id(), false);
                                 Box::pin(body(input))
                             };
-                            this.state = State::Inline {
+                            *this.state = State::Inline {
                                 fut,
                                 counted: true,
                                 started,
@@ -329,25 +356,26 @@ where
                             // No deadline for a wait too long for an `Instant`: never times out.
                             let sleep = deadline(started, wait.as_std())
                                 .map(|deadline| shared.clock.sleep_until(deadline));
-                            this.state = State::Waiting {
+                            *this.state = State::Waiting(
                                 input,
                                 body,
-                                started,
-                                sleep,
-                                ticket: None,
-                            };
+                                Box::new(WaitingRoom {
+                                    started,
+                                    sleep,
+                                    ticket: None,
+                                }),
+                            );
                         }
                         // `abort` (`OnFull` is `#[non_exhaustive]`; `on_full()` answers no other).
                         _ => return Poll::Ready(Err(shared.refused_full(input))),
                     }
                 }
-                State::Waiting {
-                    input,
-                    body,
-                    started,
-                    mut sleep,
-                    ticket,
-                } => {
+                State::Waiting(input, body, mut room) => {
+                    let WaitingRoom {
+                        started,
+                        ref mut sleep,
+                        ticket,
+                    } = *room;
                     // Leaves the room however this poll ends, unless kept below: a clock
                     // or waker that panics loses no registration.
                     let mut ticket = Ticket::held(&shared.room, ticket);
@@ -363,7 +391,7 @@ where
                         shared
                             .telemetry
                             .record_wait(now.saturating_duration_since(started));
-                        Self::submit(this.pool.shared(), &mut this.state, input, body);
+                        Self::submit(this.pool.shared(), &mut *this.state, input, body);
                         continue;
                     }
                     if sleep
@@ -383,13 +411,8 @@ where
                             },
                         );
                     }
-                    this.state = State::Waiting {
-                        input,
-                        body,
-                        started,
-                        sleep,
-                        ticket: ticket.keep(),
-                    };
+                    room.ticket = ticket.keep();
+                    *this.state = State::Waiting(input, body, room);
                     return Poll::Pending;
                 }
                 State::Submitted { .. } | State::Inline { .. } => unreachable_state(),
@@ -408,7 +431,7 @@ fn unreachable_state() -> ! {
 /// outcome once delivered, else the `max_queue_wait` expiry (a task still queued then is
 /// withdrawn: failed with `QueueTimeout`, delivered at once; one a worker took runs to its
 /// end).
-#[inline]
+#[inline(always)]
 fn poll_submitted<I, F, Fut>(
     state: &mut State<I, F, Fut>,
     shared: &Shared,
@@ -420,14 +443,13 @@ where
     let State::Submitted {
         task,
         queued,
-        left,
         expiry,
     } = state
     else {
         unreachable_state()
     };
     let outcome = loop {
-        if let Poll::Ready(outcome) = task.poll_outcome(cx, left) {
+        if let Poll::Ready(outcome) = task.poll_outcome(cx) {
             break outcome;
         }
         if !expiry
@@ -451,15 +473,41 @@ where
 }
 
 impl<I, F, Fut: Future> Drop for Admissible<I, F, Fut> {
+    /// A finished call (the common drop) has nothing to undo, nor a state to drop: one
+    /// compare (and one for the span).
+    #[inline]
     fn drop(&mut self) {
+        if !matches!(*self.state, State::Done) {
+            self.drop_unfinished();
+        }
+        if let Some(span) = self.span.take() {
+            drop(span);
+        }
+    }
+}
+
+impl<I, F, Fut: Future> Admissible<I, F, Fut> {
+    /// Undoes what a call dropped before its end holds: a rate-limit permission, a place
+    /// among the room waiters, a queued task, a caller-runs call under way.
+    /// The state is taken out first, so it is dropped even if a clock or a listener here
+    /// panics.
+    #[inline(never)]
+    fn drop_unfinished(&mut self) {
+        let state = ManuallyDrop::into_inner(std::mem::replace(
+            &mut self.state,
+            ManuallyDrop::new(State::Done),
+        ));
         let shared = self.pool.shared();
-        match &self.state {
+        match &state {
             // A reserved rate-limit permission nobody will use: give it back.
             State::RateWait(.., wait) => wait.give_back(&**shared),
-            State::Waiting {
-                ticket: Some(ticket),
-                ..
-            } if !shared.room.deregister(*ticket) => shared.room.wake_one(),
+            State::Waiting(.., room) => {
+                if let Some(ticket) = room.ticket
+                    && !shared.room.deregister(ticket)
+                {
+                    shared.room.wake_one();
+                }
+            }
             // Still queued: remove it so it never runs and its slot frees now. Otherwise a
             // worker has it: it sees the caller gone and skips it, or finishes it.
             State::Submitted { task, queued, .. } => {
@@ -492,10 +540,10 @@ impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
                 .field("state", &"refused")
                 .finish_non_exhaustive();
         };
-        let state = match call.state {
+        let state = match *call.state {
             State::Start(..) | State::PastRateLimit(..) => "start",
             State::RateWait(..) => "waiting for the rate limit",
-            State::Waiting { .. } => "waiting for room",
+            State::Waiting(..) => "waiting for room",
             State::Submitted { .. } => "submitted",
             State::Inline { .. } => "running inline",
             State::Done => "done",
@@ -504,5 +552,23 @@ impl<I, F, Fut: Future> fmt::Debug for CallAsync<I, F, Fut> {
             .field("bulkhead", &call.pool.name())
             .field("state", &state)
             .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    /// The future of a call with word-sized values is eight words (the pool, the span's
+    /// box, a four-word state, the flag, and the tag beside a refusal's seven words): the
+    /// waits' clocks are boxed, the span too, and the waker the last poll left is kept in
+    /// the job, so moving the future (into a window, a task) copies little.
+    #[test]
+    fn the_future_of_a_call_is_small() {
+        type Body = fn(u64) -> std::future::Ready<u64>;
+        type Call = super::CallAsync<u64, Body, std::future::Ready<u64>>;
+        assert!(
+            std::mem::size_of::<Call>() <= 64,
+            "{} bytes",
+            std::mem::size_of::<Call>()
+        );
     }
 }

@@ -59,8 +59,10 @@ pub(crate) enum Outcome<I, R> {
     Ran(R),
     /// The body panicked with this payload.
     Panicked(Box<dyn Any + Send + 'static>),
-    /// The job was failed before it ran; the input comes back.
-    Refused(I, BulkheadError),
+    /// The job was failed before it ran; the input comes back. The error is boxed (a
+    /// failure of an admitted call is rare, and its job allocated already), which keeps
+    /// an outcome, and the job cell that holds it, three words for word-sized values.
+    Refused(I, Box<BulkheadError>),
     /// The pool dropped the job without running or failing it; treated as `ShutDown`.
     Abandoned(I),
 }
@@ -270,7 +272,7 @@ where
         if let Some((input, body)) = self.claim() {
             // The body may own borrowed data with a Drop impl: drop it before `done`.
             let _ = catch_unwind(AssertUnwindSafe(move || drop(body)));
-            self.store(Outcome::Refused(input, error));
+            self.store(Outcome::Refused(input, Box::new(error)));
             self.signal();
         }
     }
@@ -463,7 +465,9 @@ mod tests {
             }),
         );
         match outcome {
-            Outcome::Refused(n, BulkheadError::ShutDown { .. }) => *n += 100,
+            Outcome::Refused(n, error) if matches!(*error, BulkheadError::ShutDown { .. }) => {
+                *n += 100;
+            }
             _ => panic!("expected a refusal"),
         }
         if let Some(worker) = worker {

@@ -86,13 +86,15 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
         // counted before its caller is woken; `active` stays as it was (one ends, one
         // starts).
         if let WorkerState::Ran(mut outcome, mut finished) = state {
-            while let Some(entry) = shared.take_free() {
+            // Taken apart at once: the job and its stamp stay in registers across the
+            // delivery, rather than the entry being copied from frame slot to frame slot.
+            while let Some(Entry { job, enqueued, .. }) = shared.take_free() {
                 shared.release();
                 shared.count(outcome);
                 finished.deliver();
                 shared.room.wake_one();
                 // No adaptive limit here (`take_free`): `active` feeds only that.
-                (outcome, finished) = shared.run_entry(entry, 0);
+                (outcome, finished) = shared.run_entry(job, enqueued, 0);
             }
             state = WorkerState::Ran(outcome, finished);
         }
@@ -145,7 +147,7 @@ impl Shared {
         }
         match step {
             Step::Run(entry, active) => {
-                let (outcome, finished) = shared.run_entry(entry, active);
+                let (outcome, finished) = shared.run_entry(entry.job, entry.enqueued, active);
                 WorkerState::Ran(outcome, finished)
             }
             Step::FailStale(entry, waited) => {
@@ -176,15 +178,23 @@ impl Shared {
         }
     }
 
-    /// Runs a task this worker took, `active` tasks running with it: its queue time
-    /// recorded (if it was timed: see `Shared::enqueue`), its run reported to listeners.
-    fn run_entry(self: &Arc<Self>, entry: Entry, active: u32) -> (CallOutcome, Finished) {
+    /// Runs a task this worker took (its job, and when it was queued if that was read),
+    /// `active` tasks running with it: its queue time recorded (if it was timed: see
+    /// `Shared::enqueue`), its run reported to listeners. Inlined into the worker's loop,
+    /// where the job and the outcome stay in registers.
+    #[inline]
+    fn run_entry(
+        self: &Arc<Self>,
+        job: JobRef,
+        enqueued: Option<Instant>,
+        active: u32,
+    ) -> (CallOutcome, Finished) {
         let telemetry = &self.telemetry;
-        if let Some(enqueued) = entry.enqueued {
+        if let Some(enqueued) = enqueued {
             telemetry.record_queue_time(self.clock.now().saturating_duration_since(enqueued));
         }
         let started = telemetry.run_started();
-        let (outcome, finished) = self.run_taken(entry.job, active);
+        let (outcome, finished) = self.run_taken(job, active);
         telemetry.on_finished(started, outcome);
         (outcome, finished)
     }
@@ -318,8 +328,20 @@ impl Shared {
 
     /// Runs a task a worker took, `active` calls running with it: with an adaptive limit,
     /// timed by the pool's clock and fed to the limit (a panic, a cancellation or a mark
-    /// of [`mark_overloaded`](crate::adaptive::mark_overloaded) is a drop).
+    /// of [`mark_overloaded`](crate::adaptive::mark_overloaded) is a drop). Without one (one
+    /// relaxed load) the job just runs, inline in the worker's loop.
+    #[inline]
     fn run_taken(self: &Arc<Self>, job: JobRef, active: u32) -> (CallOutcome, Finished) {
+        if self.adaptive.sample_every().is_none() {
+            return job.run();
+        }
+        self.run_adaptive(job, active)
+    }
+
+    /// `run_taken` under an adaptive limit (set, or removed since it looked: then as
+    /// without one).
+    #[inline(never)]
+    fn run_adaptive(self: &Arc<Self>, job: JobRef, active: u32) -> (CallOutcome, Finished) {
         let timed = || CallStart::timed(self.clock.now(), active);
         let Some(start) = self.adaptive.begin(timed) else {
             return job.run();
