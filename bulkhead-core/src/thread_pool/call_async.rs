@@ -37,9 +37,12 @@ pub struct CallAsync<I, F, Fut: Future>(Call<I, F, Fut>);
 /// A call refused when it was made holds nothing but its refusal, so dropping it costs a
 /// check (the admissible call's drop glue is out of line).
 enum Call<I, F, Fut: Future> {
-    /// Refused when the call was made (a full pool under `on_full: abort`); taken by the
-    /// first poll.
-    Refused(Option<Refused<I>>),
+    /// Refused when the call was made (a full pool under `on_full: abort`; counted then):
+    /// its input, taken by the first poll, and the pool's name. The poll makes the error
+    /// from the name, read a field at a time: an error made here and moved out by that
+    /// poll is copied in wide loads right behind the narrow stores that wrote it (a
+    /// store-forwarding stall, half of such a refusal's time).
+    Refused(Option<I>, crate::BulkheadName),
     Admissible(Admissible<I, F, Fut>),
 }
 
@@ -133,7 +136,7 @@ where
             && shared.is_full()
             && !frame::is_inside(shared.id())
         {
-            return CallAsync(Call::Refused(Some(shared.refused_full(input))));
+            return CallAsync(Call::Refused(Some(input), shared.count_full()));
         }
         CallAsync(Call::Admissible(Admissible::new(pool, input, body, false)))
     }
@@ -158,8 +161,11 @@ where
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.0 {
-            Call::Refused(refused) => match refused.take() {
-                Some(refused) => Poll::Ready(Err(refused)),
+            Call::Refused(input, name) => match input.take() {
+                Some(input) => Poll::Ready(Err(Refused {
+                    input,
+                    error: BulkheadError::Full { name: name.clone() },
+                })),
                 None => panic!("`CallAsync` polled after it completed"),
             },
             Call::Admissible(call) => call.poll(cx),

@@ -485,14 +485,23 @@ impl Shared {
     /// as fields, outside a call span.
     #[inline]
     pub(crate) fn refused_full<I>(&self, input: I) -> Refused<I> {
+        Refused {
+            input,
+            error: BulkheadError::Full {
+                name: self.count_full(),
+            },
+        }
+    }
+
+    /// Counts (and reports, if anyone observes refusals) a `Full` refusal whose error the
+    /// caller makes, from the name returned.
+    #[inline]
+    pub(crate) fn count_full(&self) -> crate::BulkheadName {
         if self.telemetry.refusals_observed() {
             self.report_full();
         }
         self.counters.refused[stats::FULL].fetch_add(1, Relaxed);
-        Refused {
-            input,
-            error: self.full(),
-        }
+        self.name.clone()
     }
 
     #[cold]
