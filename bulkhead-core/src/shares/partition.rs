@@ -50,7 +50,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire as AcquireOrd, Relaxed, Releas
 use bulkhead_config_types::{Partitions, guaranteed_slots};
 use crossbeam_utils::CachePadded;
 
-use crate::sync::AtomicU64;
+use crate::sync::{AtomicU32, AtomicU64};
 
 /// The partitions of one bulkhead: a fixed list of names, each with its live state.
 pub(crate) struct PartitionTable {
@@ -66,6 +66,9 @@ pub(crate) struct PartitionState {
     name: Box<str>,
     /// The share, as `f64` bits, finite and within 0..=1 (changed live by a reload).
     share: AtomicU64,
+    /// The same share in 65 536ths, rounded down (stored after `share`): an integer lower
+    /// bound of the guarantee ([`PartitionState::within_guarantee`]).
+    share_floor: AtomicU32,
     /// Calls in flight: `admitted + entered - left` (see the module docs).
     counts: CachePadded<Counts>,
     borrowed: AtomicU64,
@@ -137,6 +140,7 @@ impl PartitionTable {
                     index,
                     name: name.as_str().into(),
                     share: AtomicU64::new(sane(*share).to_bits()),
+                    share_floor: AtomicU32::new(share_floor(sane(*share))),
                     counts: CachePadded::new(Counts {
                         admitted: AtomicU64::new(0),
                         entered: AtomicU64::new(0),
@@ -211,7 +215,9 @@ impl PartitionTable {
     pub(crate) fn set_shares(&self, partitions: &Partitions) -> Result<(), PartitionNamesChanged> {
         self.check_names(partitions)?;
         for (state, share) in self.partitions.iter().zip(partitions.shares.values()) {
-            state.share.store(sane(*share).to_bits(), Relaxed);
+            let share = sane(*share);
+            state.share.store(share.to_bits(), Relaxed);
+            state.share_floor.store(share_floor(share), Relaxed);
         }
         Ok(())
     }
@@ -250,6 +256,12 @@ fn sane(share: f64) -> f64 {
     }
 }
 
+/// A `sane` share in 65 536ths, rounded down (at most 65 536).
+fn share_floor(share: f64) -> u32 {
+    // Exact: a power-of-two product, then `floor`, within 0..=65 536.
+    (share * 65_536.0) as u32
+}
+
 impl PartitionState {
     /// Its place in the table.
     #[inline]
@@ -266,6 +278,18 @@ impl PartitionState {
         u64::from((share * f64::from(limit)) as u32)
     }
 
+    /// Whether a call with `ahead` of the partition's calls in flight before it is within
+    /// the guarantee under `limit`. Below the integer bound `share_floor × limit / 65 536`
+    /// it is, without the float product: `share_floor / 65 536` is at most the share, and
+    /// the float product, rounded to nearest, is not below the largest integer under the
+    /// exact one, so that bound is at most `guaranteed(limit)`. (The share may change
+    /// between the two loads: each answer is right for one of the two shares.)
+    #[inline(always)]
+    fn within_guarantee(&self, ahead: u64, limit: u32) -> bool {
+        let floor = u64::from(self.share_floor.load(Relaxed));
+        ahead < (floor * u64::from(limit)) >> 16 || ahead < self.guaranteed(limit)
+    }
+
     /// Counts a call in under `limit` before it takes a permit; `true` when it is within
     /// the guarantee (it may wait), `false` when it borrows (invariant 2).
     #[inline]
@@ -273,7 +297,7 @@ impl PartitionState {
         let left = self.counts.left.load(AcquireOrd);
         let admitted = self.counts.admitted.load(AcquireOrd);
         let ahead = self.counts.entered.fetch_add(1, AcqRel);
-        (ahead + admitted).saturating_sub(left) < self.guaranteed(limit)
+        self.within_guarantee((ahead + admitted).saturating_sub(left), limit)
     }
 
     /// Counts in (and as admitted: invariant 5) a call that has just taken a free permit
@@ -283,7 +307,7 @@ impl PartitionState {
         let left = self.counts.left.load(AcquireOrd);
         let entered = self.counts.entered.load(AcquireOrd);
         let ahead = self.counts.admitted.fetch_add(1, AcqRel);
-        if (ahead + entered).saturating_sub(left) >= self.guaranteed(limit) {
+        if !self.within_guarantee((ahead + entered).saturating_sub(left), limit) {
             self.borrowed();
         }
     }
@@ -348,6 +372,33 @@ mod tests {
             live.enter(10),
             "0.8 of 10 is 8: the sixth call is guaranteed again"
         );
+    }
+
+    /// The integer bound never passes the guarantee the snapshot reports, so it never
+    /// lets a call past its guarantee wait: every share in hundredths and thousandths (and
+    /// a few awkward ones) under every limit up to 2 000 and the largest ones.
+    #[test]
+    fn the_integer_bound_is_never_above_the_guarantee() {
+        let mut shares: Vec<f64> = (0..=1_000).map(|k| f64::from(k) / 1_000.0).collect();
+        shares.extend([
+            1.0 / 3.0,
+            2.0 / 3.0,
+            0.1 + 0.2,
+            1e-9,
+            1.0 - 1e-12,
+            0.999_999,
+        ]);
+        let limits = (0..=2_000).chain([u32::MAX - 1, u32::MAX]);
+        for limit in limits {
+            for &share in &shares {
+                let bound = (u64::from(share_floor(share)) * u64::from(limit)) >> 16;
+                let guaranteed = u64::from(guaranteed_slots(share, limit));
+                assert!(
+                    bound <= guaranteed,
+                    "share {share}, limit {limit}: {bound} > {guaranteed}"
+                );
+            }
+        }
     }
 
     #[test]
