@@ -122,7 +122,9 @@ pub fn guaranteed_slots(share: f64, limit: u32) -> u32 {
 /// `KeyLimit` before it reaches the bulkhead. At most `max_keys` keys are tracked (an idle
 /// key keeps its place until a new key needs it). While `max_keys` keys are busy, every
 /// further key shares one overflow entry, itself capped at `max_concurrent_calls`: memory
-/// stays bounded and new keys still get in, but together they get one key's share.
+/// stays bounded and new keys still get in, but together they get one key's share. A key
+/// with calls in the overflow entry gets a place of its own only once they end, so its
+/// calls are counted under one count: it never holds more than `max_concurrent_calls`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]

@@ -114,6 +114,44 @@ fn threads_of_one_key_are_admitted_at_most_to_its_cap() {
     }
 }
 
+/// More keys than `max_keys` at once, so some share the overflow entry while places free
+/// up and are taken: each call checks how many calls of its key are inside, and none ever
+/// sees more than the cap. (Racy by nature: many rounds of many threads.)
+#[test]
+fn keys_churning_through_a_full_table_and_the_overflow_never_pass_their_cap() {
+    const THREADS: usize = 8;
+    const KEYS: usize = 16;
+    const CAP: u32 = 2;
+    let bulkhead = keyed(64, CAP, 4);
+    let inside: Vec<AtomicU32> = (0..KEYS).map(|_| AtomicU32::new(0)).collect();
+    let most = AtomicU32::new(0);
+    let start = Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (bulkhead, inside, most, start) = (&bulkhead, &inside, &most, &start);
+            s.spawn(move || {
+                start.wait();
+                for i in 0..20_000usize {
+                    let key = (i * 7 + t * 3) % KEYS;
+                    let _ = bulkhead.keyed(&key).call(|| {
+                        let now = inside[key].fetch_add(1, SeqCst) + 1;
+                        most.fetch_max(now, SeqCst);
+                        std::thread::yield_now();
+                        inside[key].fetch_sub(1, SeqCst);
+                    });
+                }
+            });
+        }
+    });
+    assert!(
+        most.load(SeqCst) <= CAP,
+        "a key had {} calls inside with a cap of {CAP}",
+        most.load(SeqCst)
+    );
+    let keys = bulkhead.snapshot().per_key.expect("per_key is configured");
+    assert_eq!((keys.keys_tracked, keys.overflow_in_flight), (0, 0));
+}
+
 #[test]
 fn a_million_distinct_keys_keep_at_most_max_keys_entries() {
     const MAX_KEYS: u32 = 1_000;

@@ -36,10 +36,15 @@
 //!    consistent, so a key going idle either is seen by the sweep or sees `pressure`: a
 //!    new key joins the **overflow** entry (one count shared by every such key, capped
 //!    like any key) only while `max_keys` keys are busy.
-//! 3. No count (nor the overflow's) exceeds `max_concurrent_calls` as it was when each
+//! 3. A key with calls in the overflow entry gets no place until they end: its further
+//!    calls join the overflow entry too (so its calls are counted under one count, never
+//!    split between the overflow and a place). The overflow's keys are listed with their
+//!    calls; a key is mapped, and joins the overflow, only under its shard lock, where it
+//!    first looks at that list.
+//! 4. No count (nor the overflow's) exceeds `max_concurrent_calls` as it was when each
 //!    call was counted in; a call over it is refused before it reaches the bulkhead, and
-//!    counts nothing.
-//! 4. A place is reused only once unmapped with count 0, so a permit's index names its
+//!    counts nothing. With invariant 3, no key's calls exceed it either.
+//! 5. A place is reused only once unmapped with count 0, so a permit's index names its
 //!    key's place until that permit's subtraction, its last use of it.
 
 use std::collections::HashMap;
@@ -83,17 +88,34 @@ pub(crate) struct KeyTable {
     pressure: AtomicBool,
     /// Places whose key went idle under `pressure` (each at most once: `Place::queued`).
     idle: Mutex<Vec<u32>>,
-    /// Calls in flight of keys that found the table full (invariant 2).
+    /// Calls in flight of keys that found the table full (invariant 2). Written under
+    /// `overflow_keys`' lock; read without it (0: no key is in the overflow).
     overflow: AtomicU32,
+    /// The keys with calls in the overflow entry (invariant 3).
+    overflow_keys: Mutex<OverflowKeys>,
+}
+
+/// The keys with calls in the overflow entry, each at a slot (which its calls' holds keep)
+/// with its count of calls there. At most as many keys as the overflow's calls, so the
+/// slots are bounded by the cap; a slot is reused once its key's calls are over.
+#[derive(Default)]
+struct OverflowKeys {
+    /// Key id → slot.
+    slots: Ids,
+    /// By slot: its key's id and calls in the overflow (0: free).
+    keys: Vec<(u64, u32)>,
+    /// Slots free to reuse.
+    free: Vec<u32>,
 }
 
 type Ids = HashMap<u64, u32, BuildHasherDefault<KeyIdHasher>>;
 
-/// Where one admitted call is counted: its key's place, or the overflow entry.
+/// Where one admitted call is counted: its key's place, or the overflow entry (with its
+/// key's slot there).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum KeyHold {
     Tracked(u32),
-    Overflow,
+    Overflow(u32),
 }
 
 /// A point-in-time view of a bulkhead's per-key caps: aggregates, never one series per key.
@@ -144,6 +166,7 @@ impl KeyTable {
             pressure: AtomicBool::new(false),
             idle: Mutex::new(Vec::new()),
             overflow: AtomicU32::new(0),
+            overflow_keys: Mutex::new(OverflowKeys::default()),
         }
     }
 
@@ -160,7 +183,7 @@ impl KeyTable {
     }
 
     /// Counts a call of key `id` in; `None` when the key (or the overflow entry) already
-    /// holds its cap (invariant 3). Without a lock when the key's hint is right.
+    /// holds its cap (invariant 4). Without a lock when the key's hint is right.
     #[inline]
     pub(crate) fn enter(&self, id: u64) -> Option<KeyHold> {
         let cap = self.max_per_key.load(Relaxed);
@@ -201,6 +224,9 @@ impl KeyTable {
             if let Some(&place) = ids.get(&id) {
                 hint.store(place + 1, Release);
                 return self.count_in(place, cap);
+            }
+            if self.in_overflow(id) {
+                return self.join_overflow(id, cap);
             }
             if let Some(hold) = self.map(&mut ids, id, cap) {
                 if let Some(KeyHold::Tracked(place)) = hold {
@@ -251,9 +277,13 @@ impl KeyTable {
         loop {
             {
                 let mut ids = self.shard(id).lock();
-                // Another call of this key may have mapped it meanwhile.
+                // Another call of this key may have mapped it, or put it in the overflow,
+                // meanwhile.
                 if let Some(&place) = ids.get(&id) {
                     return self.count_in(place, cap);
+                }
+                if self.in_overflow(id) {
+                    return self.join_overflow(id, cap);
                 }
                 if let Some(hold) = self.map(&mut ids, id, cap) {
                     return hold;
@@ -264,10 +294,40 @@ impl KeyTable {
             };
             self.reclaim(place);
         }
-        self.overflow
-            .fetch_update(AcqRel, Relaxed, |n| (n < cap).then_some(n + 1))
-            .ok()
-            .map(|_| KeyHold::Overflow)
+        // Under the key's shard lock, as a mapping is (invariant 3).
+        let ids = self.shard(id).lock();
+        if let Some(&place) = ids.get(&id) {
+            return self.count_in(place, cap);
+        }
+        self.join_overflow(id, cap)
+    }
+
+    /// Whether key `id` has calls in the overflow entry (looked at under its shard lock).
+    fn in_overflow(&self, id: u64) -> bool {
+        // 0 (the common case: no key in the overflow) skips the lock. A key's calls joined
+        // under its shard lock, held now, so a count that includes them is seen.
+        self.overflow.load(Acquire) != 0 && self.overflow_keys.lock().slots.contains_key(&id)
+    }
+
+    /// Counts a call of key `id` in under the overflow entry (under its shard lock), unless
+    /// the entry holds `cap` calls.
+    fn join_overflow(&self, id: u64, cap: u32) -> Option<KeyHold> {
+        let mut guard = self.overflow_keys.lock();
+        let calls = self.overflow.load(Relaxed);
+        if calls >= cap {
+            return None;
+        }
+        let OverflowKeys { slots, keys, free } = &mut *guard;
+        let slot = *slots.entry(id).or_insert_with(|| {
+            free.pop().unwrap_or_else(|| {
+                keys.push((id, 0));
+                u32::try_from(keys.len() - 1).unwrap_or(u32::MAX)
+            })
+        });
+        let entry = keys.get_mut(slot as usize)?;
+        *entry = (id, entry.1 + 1);
+        self.overflow.store(calls + 1, Release);
+        Some(KeyHold::Overflow(slot))
     }
 
     /// Unmaps the key of an `idle` place if it is still mapped there and still idle.
@@ -305,13 +365,11 @@ impl KeyTable {
         freed
     }
 
-    /// Takes a call's count back: one subtraction at its place (invariant 4).
+    /// Takes a call's count back: one subtraction at its place (invariant 5).
     #[inline]
     pub(crate) fn leave(&self, hold: KeyHold) {
         match hold {
-            KeyHold::Overflow => {
-                self.overflow.fetch_sub(1, AcqRel);
-            }
+            KeyHold::Overflow(slot) => self.leave_overflow(slot),
             KeyHold::Tracked(place) => {
                 if let Some(p) = self.places.get(place) {
                     // Sequentially consistent with `pressure` and the sweep (invariant 2).
@@ -321,6 +379,23 @@ impl KeyTable {
                 }
             }
         }
+    }
+
+    /// Takes back a call counted under the overflow entry at `slot` (out of line: rare,
+    /// and under a lock).
+    #[cold]
+    #[inline(never)]
+    fn leave_overflow(&self, slot: u32) {
+        let mut guard = self.overflow_keys.lock();
+        let OverflowKeys { slots, keys, free } = &mut *guard;
+        if let Some((id, calls)) = keys.get_mut(slot as usize) {
+            *calls -= 1;
+            if *calls == 0 {
+                slots.remove(id);
+                free.push(slot);
+            }
+        }
+        self.overflow.fetch_sub(1, Release);
     }
 
     /// Lists a place whose key went idle under pressure, unless it is listed already.

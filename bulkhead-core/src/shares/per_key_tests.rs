@@ -53,7 +53,7 @@ fn a_new_key_sweeps_idle_keys_out_of_a_full_table() {
     assert!(matches!(c, KeyHold::Tracked(_)), "{c:?}");
     // Now both are busy: the next new key shares the overflow entry.
     let d = t.enter(key_id("d")).unwrap();
-    assert!(matches!(d, KeyHold::Overflow), "{d:?}");
+    assert!(matches!(d, KeyHold::Overflow(_)), "{d:?}");
     assert!(t.pressure.load(SeqCst));
     // `a` goes idle under pressure: listed, and the next new key gets its place.
     t.leave(a);
@@ -84,7 +84,7 @@ fn keys_beyond_max_keys_share_one_overflow_entry() {
     let t = table(2, 3);
     let held: Vec<KeyHold> = (0..3u32).map(|n| t.enter(key_id(&n)).unwrap()).collect();
     let over = [t.enter(key_id(&10u32)), t.enter(key_id(&11u32))];
-    assert!(over.iter().all(|h| matches!(h, Some(KeyHold::Overflow))));
+    assert!(over.iter().all(|h| matches!(h, Some(KeyHold::Overflow(_)))));
     assert!(
         t.enter(key_id(&12u32)).is_none(),
         "the overflow entry is at its cap"
@@ -208,9 +208,47 @@ fn a_stale_hint_is_never_taken_for_another_keys_place() {
         "the place is b's: a is not counted there"
     );
     // With b busy, a shares the overflow entry; b's place keeps b's one call.
-    assert!(matches!(t.enter(a), Some(KeyHold::Overflow)));
+    assert!(matches!(t.enter(a), Some(KeyHold::Overflow(_))));
     assert_eq!(t.places.get(place).unwrap().count(), 1);
     t.leave(held_b);
+}
+
+/// A key whose call joined the overflow entry (the table full of a busy key) gets no place
+/// of its own while that call runs, even once a place frees up: its calls stay counted
+/// under one count, so it never holds more than its cap.
+#[test]
+fn a_key_in_the_overflow_gets_no_place_until_its_overflow_calls_end() {
+    let t = table(1, 1);
+    let (a, b) = (key_id("a"), key_id("b"));
+    let held_a = t.enter(a).unwrap();
+    let in_overflow = t.enter(b).unwrap();
+    assert!(
+        matches!(in_overflow, KeyHold::Overflow(_)),
+        "{in_overflow:?}"
+    );
+    assert!(t.enter(b).is_none(), "b holds its cap in the overflow");
+    // `a` goes idle: a place is free, but b's call is still in the overflow.
+    t.leave(held_a);
+    assert!(
+        t.enter(b).is_none(),
+        "b would hold two calls with a cap of 1"
+    );
+    assert_eq!(t.snapshot().keys_tracked, 0, "b was not given a place");
+    // Another key takes the free place; b's overflow call ends, and b's next call gets
+    // the overflow (the one place is busy) or a place, counted once either way.
+    let held_c = t.enter(key_id("c")).unwrap();
+    assert!(matches!(held_c, KeyHold::Tracked(_)), "{held_c:?}");
+    t.leave(in_overflow);
+    assert_eq!(t.overflow.load(Relaxed), 0);
+    assert!(t.overflow_keys.lock().slots.is_empty(), "b's entry is gone");
+    let again = t.enter(b).unwrap();
+    assert!(matches!(again, KeyHold::Overflow(_)), "{again:?}");
+    t.leave(held_c);
+    t.leave(again);
+    // Now b gets the free place.
+    let placed = t.enter(b).unwrap();
+    assert!(matches!(placed, KeyHold::Tracked(_)), "{placed:?}");
+    t.leave(placed);
 }
 
 #[test]
@@ -294,5 +332,45 @@ fn loom_two_hinted_count_ins_of_one_key_never_pass_its_cap() {
         call();
         other.join().unwrap();
         assert_eq!(t.places.get(0).unwrap().count(), 0);
+    });
+}
+
+/// Under loom: a key's call in the overflow entry ending, racing another call of that key
+/// while the one busy key goes idle (which frees a place): with a cap of 1, the key never
+/// holds two calls, in every interleaving, and nothing is left counted.
+#[cfg(all(loom, loom_per_key))]
+#[test]
+fn loom_a_key_leaving_the_overflow_racing_its_next_call_never_passes_its_cap() {
+    loom::model(|| {
+        let t = std::sync::Arc::new(table(1, 1));
+        let (a, b) = (key_id("a"), key_id("b"));
+        let held_a = t.enter(a).unwrap();
+        let first_b = t.enter(b).unwrap();
+        assert!(matches!(first_b, KeyHold::Overflow(_)));
+        // b's calls holding their count: the one in the overflow so far.
+        let b_calls = std::sync::Arc::new(AtomicU32::new(1));
+        let next = {
+            let (t, b_calls) = (std::sync::Arc::clone(&t), std::sync::Arc::clone(&b_calls));
+            loom::thread::spawn(move || {
+                if let Some(hold) = t.enter(b) {
+                    assert_eq!(b_calls.fetch_add(1, SeqCst), 0, "b holds two calls");
+                    b_calls.fetch_sub(1, SeqCst);
+                    t.leave(hold);
+                }
+            })
+        };
+        let ends = {
+            let (t, b_calls) = (std::sync::Arc::clone(&t), std::sync::Arc::clone(&b_calls));
+            loom::thread::spawn(move || {
+                // The call's body ends, then its count is taken back.
+                b_calls.fetch_sub(1, SeqCst);
+                t.leave(first_b);
+            })
+        };
+        t.leave(held_a);
+        next.join().unwrap();
+        ends.join().unwrap();
+        assert_eq!(t.overflow.load(Relaxed), 0);
+        assert_eq!(t.snapshot().keys_tracked, 0);
     });
 }
