@@ -120,6 +120,26 @@ fn check_against_refuses_a_kind_change_and_accepts_a_resize() {
     assert!(stdout(&undeclared).contains("did you mean `payment`?"));
 }
 
+/// A rule between two keys broken by a deploy's value: the error points at that value in
+/// the deploy file, not at the declaration it is layered over.
+#[test]
+fn check_against_places_a_rule_between_two_keys_at_the_deploys_value() {
+    let raised = check_against("deploy-raises-core-threads", &[]);
+    assert_eq!(raised.status.code(), Some(1), "{}", stdout(&raised));
+    let out = stdout(&raised);
+    assert!(
+        out.contains(
+            "deploy.yaml:4:27: error: bulkheads.report.max_threads: is 4 but `core_threads` is 8"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("deploy.yaml:5:43: error: bulkheads.alerts.saturation.active_warning"),
+        "{out}"
+    );
+    assert!(!out.contains("declared.yaml:"), "{out}");
+}
+
 #[test]
 fn check_against_refuses_a_deploy_that_renames_a_partition() {
     let renamed = check_against("partition-renamed", &[]);

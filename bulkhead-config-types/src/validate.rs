@@ -36,6 +36,11 @@ pub struct Problem {
     pub key: Vec<&'static str>,
     /// What is wrong and what to do about it.
     pub message: String,
+    /// The other key a rule between two keys compares `key` with (`core_threads` for
+    /// `max_threads`), empty for a rule on `key` alone: a checker that knows where each was
+    /// written points at this one when `key` was not written (a default, or a declaration
+    /// a deploy is layered over) and this one was.
+    pub also: Vec<&'static str>,
 }
 
 impl Problem {
@@ -43,7 +48,14 @@ impl Problem {
         Problem {
             key: key.to_vec(),
             message: message.into(),
+            also: Vec::new(),
         }
+    }
+
+    /// The same problem, comparing `key` with `also`.
+    fn with_also(mut self, also: &[&'static str]) -> Self {
+        self.also = also.to_vec();
+        self
     }
 }
 
@@ -167,8 +179,15 @@ impl BulkheadConfig {
 
     /// Every rule the values break (the name is [`validate_name`]'s), in key order.
     pub fn problems(&self) -> Vec<Problem> {
-        let mut out = Vec::new();
-        let mut rule = |key: &[&'static str], message: String| out.push(Problem::new(key, message));
+        let out = std::cell::RefCell::new(Vec::new());
+        let mut rule = |key: &[&'static str], message: String| {
+            out.borrow_mut().push(Problem::new(key, message))
+        };
+        // A rule between two keys: `key` compared with `also`.
+        let compare = |key: &[&'static str], also: &[&'static str], message: String| {
+            out.borrow_mut()
+                .push(Problem::new(key, message).with_also(also));
+        };
         match &self.limits {
             Limits::Semaphore(s) => {
                 if s.max_concurrent_calls == 0 {
@@ -210,8 +229,9 @@ impl BulkheadConfig {
                     }
                 }
                 if t.max_threads < t.core_threads {
-                    rule(
+                    compare(
                         &["max_threads"],
+                        &["core_threads"],
                         format!(
                             "is {} but `core_threads` is {}: `max_threads` must be at least \
                              `core_threads`; raise it to {} or lower `core_threads`",
@@ -340,8 +360,9 @@ impl BulkheadConfig {
             ),
         ] {
             if w > c && c <= 1.0 && w <= 1.0 {
-                rule(
+                compare(
                     &["saturation", warning],
+                    &["saturation", critical],
                     format!("is {w}, above `{critical}` ({c}): warning must come before critical"),
                 );
             }
@@ -354,7 +375,7 @@ impl BulkheadConfig {
         for (key, message) in self.share_problems() {
             rule(key, message);
         }
-        out
+        out.into_inner()
     }
 
     /// The rules on `partitions` and `per_key`.

@@ -97,7 +97,7 @@ pub struct BulkheadSpec {
     /// Thread pool: `fifo`, or `adaptive-lifo` (newest first while a queue is standing). Default `fifo`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_order: Option<QueueOrder>,
-    /// Thread pool: controlled delay, `{ target, interval }` (Facebook: 5ms / 100ms). Default: off.
+    /// Thread pool: controlled delay, `{ target, interval }` (Facebook: 5ms / 100ms). It sheds as a worker takes the next task, so it bounds no caller's wait while every worker is stuck: `max_queue_wait` does. Default: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub codel: Option<CodelConfig>,
 

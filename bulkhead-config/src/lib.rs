@@ -267,7 +267,7 @@ pub fn yaml_to_json(
 pub fn parse_file(path_for_messages: &str, source: &str) -> Result<Parsed, Diagnostics> {
     let file: Arc<str> = Arc::from(path_for_messages);
     let (root, mut problems) = yaml::parse(&file, source)?;
-    match check::check(&root, None) {
+    match check::check(&root, None, None) {
         Ok(checked) if problems.is_empty() => Ok(Parsed::from_checked(checked)),
         Ok(_) => {
             problems.sort();

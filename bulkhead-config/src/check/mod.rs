@@ -23,6 +23,7 @@ pub use templates::MAX_EXTENDS_DEPTH;
 pub(crate) use words::{Suggestions, did_you_mean, display_name};
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::Config;
 use crate::diagnostic::{Diagnostic, Diagnostics, Location, Severity};
@@ -43,11 +44,18 @@ pub(crate) struct Checked {
 }
 
 /// Checks a whole document. `declared` is the configuration the code declares, when the
-/// document is a layered deploy: a bulkhead may not change its kind there.
-pub(crate) fn check(root: &Node, declared: Option<&Config>) -> Result<Checked, Diagnostics> {
+/// document is a layered deploy: a bulkhead may not change its kind there. `last_file` is
+/// the file of its last layer (the deploy over the others), the document's own when it is
+/// not layered.
+pub(crate) fn check(
+    root: &Node,
+    declared: Option<&Config>,
+    last_file: Option<Arc<str>>,
+) -> Result<Checked, Diagnostics> {
     let index = Index::new(root);
     let mut ctx = Checker {
         root,
+        last_file: last_file.unwrap_or_else(|| root.location.file.clone()),
         index: &index,
         diagnostics: Diagnostics::new(),
         specs: BTreeMap::new(),
@@ -196,6 +204,8 @@ impl<'a> Index<'a> {
 
 struct Checker<'a> {
     root: &'a Node,
+    /// The file of the last layer: where a deploy writes the values it changes.
+    last_file: Arc<str>,
     index: &'a Index<'a>,
     diagnostics: Diagnostics,
     /// The valid keys of every entry as written, by (section, name).

@@ -96,7 +96,16 @@ impl Checker<'_> {
         // The rules every path shares (files, layers, the registry): one function, one
         // set of messages, placed here at the key that breaks them.
         for problem in spec.resolve(kind).problems() {
-            let (path, location) = self.locate(entry, &problem.key);
+            let (path, mut location) = self.locate(entry, &problem.key);
+            // A rule between two keys, the one it names written elsewhere than the last layer
+            // (in a declaration a deploy is layered over) and the other in it: placed at the
+            // other, the deploy's value that breaks the rule.
+            if !problem.also.is_empty() && location.file != self.last_file {
+                let (_, other) = self.locate(entry, &problem.also);
+                if other.file == self.last_file {
+                    location = other;
+                }
+            }
             let mut message = problem.message;
             if self.deploy && problem.key.first() == Some(&"partitions") {
                 message.push_str(MERGED);

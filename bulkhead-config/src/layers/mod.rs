@@ -363,7 +363,7 @@ impl Layers {
             ),
             location: self.first_root_location().unwrap_or(root_location),
         };
-        match check::check(&root, Some(&declared.config)) {
+        match check::check(&root, Some(&declared.config), self.last_yaml_file()) {
             Ok(checked) => {
                 if problems.has_errors() {
                     problems.sort();

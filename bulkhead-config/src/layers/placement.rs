@@ -20,6 +20,14 @@ impl Layers {
         })
     }
 
+    /// The file of the last YAML layer (a deploy over the others), if any.
+    pub(super) fn last_yaml_file(&self) -> Option<Arc<str>> {
+        self.layers.iter().rev().find_map(|l| match l {
+            Layer::Yaml { root, .. } => Some(root.location.file.clone()),
+            Layer::Declared { .. } | Layer::Env => None,
+        })
+    }
+
     /// Where the value at `path` with figment tag `tag` was written: (key, value) locations.
     pub(super) fn place(&self, path: &[&str], tag: Tag) -> (Location, Location) {
         let layer_name = self
