@@ -96,6 +96,9 @@ pub(crate) fn check(
             let (path, location) = ctx.locate(&entry, &["kind"]);
             let change = crate::KindChange::new(name, declared.kind(), kind, None);
             ctx.error(location, path, change.to_string());
+            // The entry's other settings as the declared kind takes them, so one run
+            // reports every problem (the deploy's `kind` is to be left out anyway).
+            ctx.check_values(&entry, spec, declared.kind());
             continue;
         }
         if let Some(declared) = declared.and_then(|d| d.bulkheads.get(name.as_str())) {
