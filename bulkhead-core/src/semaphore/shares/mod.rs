@@ -175,7 +175,13 @@ impl<'a> Admission<'a> {
         holds.enter_key(self.bulkhead, self.key)?;
         if let Some(partition) = self.partition {
             let Some(permit) = self.bulkhead.permit_at_once_uncounted() else {
-                return Self::counted_permit_slow(self.bulkhead, partition, holds, may_block);
+                // The counts go and come back by value, so the fast path's stay in
+                // registers (its `holds` never has its address taken).
+                let taken = std::mem::take(holds);
+                let (permit, counted) =
+                    Self::counted_permit_slow(self.bulkhead, partition, taken, may_block)?;
+                *holds = counted;
+                return Ok(permit);
             };
             // A re-entrant permit holds nothing: its call is not counted.
             if !permit.is_reentrant() {
@@ -188,15 +194,18 @@ impl<'a> Admission<'a> {
 
     /// A call of a partition that found no free permit (out of line: it may wait). Takes
     /// the admission's parts, not the admission: nothing of it is kept in memory for it.
+    /// Its counts are dropped (given back) with a refusal.
     #[cold]
     #[inline(never)]
     fn counted_permit_slow(
         bulkhead: &'a SemaphoreBulkhead,
         partition: &'a PartitionState,
-        holds: &mut Holds<'a>,
+        mut holds: Holds<'a>,
         may_block: bool,
-    ) -> Result<Permit<'a>, BulkheadError> {
-        Admission::new(bulkhead, Some(partition)).counted_permit(holds, may_block)
+    ) -> Result<(Permit<'a>, Holds<'a>), BulkheadError> {
+        let permit =
+            Admission::new(bulkhead, Some(partition)).counted_permit(&mut holds, may_block)?;
+        Ok((permit, holds))
     }
 
     /// Step 2 counted before the permit, then step 3: the bulkhead's permit, waiting if
