@@ -20,7 +20,10 @@
 //! * A call whose permit was taken while someone listened ends with one `Finished` event
 //!   (completed, panicked or cancelled); a call refused while someone listened gets one
 //!   `Refused` event. Re-entrant calls take no permit and report nothing.
-//! * A listener panicking is a bug in the listener: the panic reaches the call's thread.
+//! * A listener that panics does not reach the call: each panic is caught where the event
+//!   was delivered, the call goes on as if nobody listened (its permit or worker slot is
+//!   released, nothing is lost), the other listeners still get the event, and the panic
+//!   is counted ([`listener_panics`]) and the first one logged.
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
@@ -294,5 +297,31 @@ mod tests {
         drop(subscription);
         emit(&event);
         assert_eq!(*seen.lock().unwrap(), [true]);
+    }
+
+    #[test]
+    fn a_panicking_listener_is_caught_and_the_next_still_hears_the_event() {
+        let heard = Arc::new(AtomicU64::new(0));
+        let count = Arc::clone(&heard);
+        let panics_before = listener_panics();
+        let hostile = subscribe(|e: &Event<'_>| {
+            if e.bulkhead == "events-unit-panic" {
+                panic!("a hostile listener");
+            }
+        });
+        let after = subscribe(move |e: &Event<'_>| {
+            if e.bulkhead == "events-unit-panic" {
+                count.fetch_add(1, Relaxed);
+            }
+        });
+        let event = Event {
+            bulkhead: "events-unit-panic",
+            bulkhead_kind: Kind::Semaphore,
+            kind: EventKind::Permitted,
+        };
+        emit(&event); // returns: the panic does not reach the caller
+        assert_eq!(heard.load(Relaxed), 1);
+        assert!(listener_panics() > panics_before);
+        drop((hostile, after));
     }
 }
