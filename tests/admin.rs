@@ -262,6 +262,41 @@ async fn the_events_stream_delivers_a_refusal() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_stream_delivers_a_call_timeout_as_timed_out_not_refused() {
+    use bulkhead::config::{BulkheadConfig, Duration as ConfigDuration, SemaphoreConfig};
+    let addr = serve(Admin::new()).await;
+    within_a_minute(async {
+        let mut events = open_events(addr).await;
+        let limits = SemaphoreConfig::default();
+        let slow = bulkhead::SemaphoreBulkhead::new("admin-timed-out", &limits);
+        slow.configure(&BulkheadConfig {
+            timeout: Some(ConfigDuration::from_millis(10)),
+            ..BulkheadConfig::semaphore(limits)
+        })
+        .unwrap();
+        let answer = slow.call_async(std::future::pending::<()>()).await;
+        assert!(matches!(answer, Err(BulkheadError::CallTimeout { .. })));
+        let line = read_until(&mut events, |l| {
+            l.starts_with("data: ")
+                && l.contains("\"admin-timed-out\"")
+                && !l.contains("\"permitted\"")
+                && !l.contains("\"finished\"")
+        })
+        .await;
+        let event: Value = serde_json::from_str(line.trim_start_matches("data: ").trim()).unwrap();
+        assert_eq!(event["event"], "timed_out", "{event}");
+        assert_eq!(event["reason"], "call_timeout");
+        assert!(
+            event["message"]
+                .as_str()
+                .unwrap()
+                .contains("admin-timed-out")
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_events_stream_delivers_every_deploys_outcome() {
     register();
     let _writes = writes().await;

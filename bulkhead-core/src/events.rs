@@ -1,10 +1,11 @@
 //! Events: what happens to each call, delivered to registered listeners.
 //!
-//! Every bulkhead of the process reports three things about a call: it was
-//! [permitted](EventKind::Permitted), [refused](EventKind::Refused) (with the
-//! [`BulkheadError`]), or, once admitted, [finished](EventKind::Finished) with how long it
-//! ran and how it ended. Listeners are process-wide and see every bulkhead; filter on
-//! [`Event::bulkhead`].
+//! Every bulkhead of the process reports what happens to a call: it was
+//! [permitted](EventKind::Permitted) or [refused](EventKind::Refused) (with the
+//! [`BulkheadError`]); once admitted, its caller may stop waiting at the call's timeout
+//! ([timed out](EventKind::TimedOut)), and it [finishes](EventKind::Finished) with how
+//! long it ran and how it ended. Listeners are process-wide and see every bulkhead; filter
+//! on [`Event::bulkhead`].
 //!
 //! # Cost
 //!
@@ -19,7 +20,11 @@
 //!
 //! * A call whose permit was taken while someone listened ends with one `Finished` event
 //!   (completed, panicked or cancelled); a call refused while someone listened gets one
-//!   `Refused` event. Re-entrant calls take no permit and report nothing.
+//!   `Refused` event, and an admitted call whose caller got
+//!   [`CallTimeout`](BulkheadError::CallTimeout) one `TimedOut` event besides its
+//!   `Finished`. So the `Refused` events of a bulkhead add up to its snapshot's refusals
+//!   (`calls.refused`), and its `TimedOut` events to `calls.timed_out`. Re-entrant calls
+//!   take no permit and report nothing.
 //! * A listener that panics does not reach the call: each panic is caught where the event
 //!   was delivered, the call goes on as if nobody listened (its permit or worker slot is
 //!   released, nothing is lost), the other listeners still get the event, and the panic
@@ -97,6 +102,16 @@ pub enum EventKind<'a> {
     /// `Cancelled`.
     Refused {
         /// Why.
+        error: &'a BulkheadError,
+    },
+    /// An admitted call's caller stopped waiting at the call's `timeout` and got
+    /// [`CallTimeout`](BulkheadError::CallTimeout): not a refusal (the snapshot counts it
+    /// `timed_out`, not in `refused`). The body ran, and the call reports its `Finished`
+    /// as well: when a synchronous pool body that went on running ends, or, for an async
+    /// body the timeout cut short, `Cancelled` at the deadline — then possibly before this
+    /// event.
+    TimedOut {
+        /// The `CallTimeout` the caller got.
         error: &'a BulkheadError,
     },
     /// An admitted call is over.

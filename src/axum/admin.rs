@@ -47,7 +47,7 @@ pub fn admin() -> axum::Router {
 /// |---|---|
 /// | `GET /bulkheads` | every bulkhead of the process-wide registry, by name: `name`, `kind`, `config` (the sizes it runs with), `declared_at` (where its `bulkheads.yaml` declares it), `functions` (the `#[bulkhead]` functions using it), `snapshot` (load, counters, histograms, saturation) |
 /// | `GET /bulkheads/{name}` | one of them; 404 if there is none |
-/// | `GET /events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
+/// | `GET /events` | server-sent events: one JSON `data:` per call permitted, refused, timed out (its caller got `CallTimeout`) and finished (see [below](#events)) |
 /// | `GET /metrics` | the Prometheus text exposition |
 /// | `GET /reloads` | deploys applied and refused, the last refusal's diagnostics, and `in_force`: where the deploy in force came from |
 /// | `GET /ui` | a live page for a browser: every bulkhead's load, queue, refusals per second, p99s, limit over the last minutes, partitions and keys, coloured by its saturation levels (see [below](#the-live-page)); the page itself holds no data and needs no token, the requests it makes carry the read token |
@@ -69,7 +69,8 @@ pub fn admin() -> axum::Router {
 /// refusals by reason (total and per second over the last 10 s), the call, wait and queue
 /// p99 since start, the limit over the last 5 minutes (an adaptive limit as it moves),
 /// partitions and per-key figures, each card coloured by its saturation level against the
-/// thresholds of its config (`saturation`), and the latest refusals as they happen.
+/// thresholds of its config (`saturation`), and the latest refusals and call timeouts as
+/// they happen.
 ///
 /// It reads `GET /bulkheads` every second and listens to `GET /events`, both
 /// addressed relative to the page, so it works under any mount prefix; when the stream
@@ -110,6 +111,11 @@ pub fn admin() -> axum::Router {
 /// ```text
 /// data: {"bulkhead":"orders","kind":"semaphore","event":"refused","reason":"full","message":"bulkhead `orders` is full"}
 /// ```
+///
+/// `event` is `permitted`, `refused` (with `reason` and `message`), `timed_out` (the
+/// caller stopped waiting at the call's `timeout`; `reason` `call_timeout` and `message`;
+/// the body ran, and the call has its `finished` too) or `finished` (with `outcome` and
+/// `duration_seconds`); a deploy's outcome is `deploy`.
 ///
 /// A stream lasts as long as its client, so a server shutting down gracefully closes the
 /// streams first, with [`Admin::event_streams`]:
