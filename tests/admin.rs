@@ -80,7 +80,14 @@ impl Reply {
 }
 
 /// One request on its own connection (`Connection: close`), read to the end.
-async fn request(addr: SocketAddr, method: &str, path: &str, extra: &[&str], body: &str) -> Reply {
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    extra: &[&str],
+    body: impl AsRef<[u8]>,
+) -> Reply {
+    let body = body.as_ref();
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nUser-Agent: admin-test\r\nContent-Length: {}\r\n",
@@ -92,7 +99,8 @@ async fn request(addr: SocketAddr, method: &str, path: &str, extra: &[&str], bod
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(body.as_bytes()).await.unwrap();
+    // A server may answer a body it refuses (too large) before reading all of it.
+    let _ = stream.write_all(body).await;
     let mut raw = String::new();
     stream.read_to_string(&mut raw).await.unwrap();
     let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
@@ -257,6 +265,41 @@ async fn the_events_stream_delivers_a_refusal() {
         assert_eq!(event["kind"], "semaphore");
         assert_eq!(event["reason"], "full");
         assert!(event["message"].as_str().unwrap().contains("admin-orders"));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_stream_delivers_a_call_timeout_as_timed_out_not_refused() {
+    use bulkhead::config::{BulkheadConfig, Duration as ConfigDuration, SemaphoreConfig};
+    let addr = serve(Admin::new()).await;
+    within_a_minute(async {
+        let mut events = open_events(addr).await;
+        let limits = SemaphoreConfig::default();
+        let slow = bulkhead::SemaphoreBulkhead::new("admin-timed-out", &limits);
+        slow.configure(&BulkheadConfig {
+            timeout: Some(ConfigDuration::from_millis(10)),
+            ..BulkheadConfig::semaphore(limits)
+        })
+        .unwrap();
+        let answer = slow.call_async(std::future::pending::<()>()).await;
+        assert!(matches!(answer, Err(BulkheadError::CallTimeout { .. })));
+        let line = read_until(&mut events, |l| {
+            l.starts_with("data: ")
+                && l.contains("\"admin-timed-out\"")
+                && !l.contains("\"permitted\"")
+                && !l.contains("\"finished\"")
+        })
+        .await;
+        let event: Value = serde_json::from_str(line.trim_start_matches("data: ").trim()).unwrap();
+        assert_eq!(event["event"], "timed_out", "{event}");
+        assert_eq!(event["reason"], "call_timeout");
+        assert!(
+            event["message"]
+                .as_str()
+                .unwrap()
+                .contains("admin-timed-out")
+        );
     })
     .await;
 }
@@ -617,6 +660,7 @@ async fn every_answer_is_json_and_a_bad_body_is_a_422_placed_in_it() {
             ("GET", "/nowhere", 404),
             ("GET", "/bulkheads/", 404),
             ("GET", "/bulkheads/no-such-bulkhead", 404),
+            ("GET", "/bulkheads/%FF", 400),
             ("GET", "/reloads/", 404),
             ("DELETE", "/bulkheads", 405),
             ("POST", "/config", 405),
@@ -673,6 +717,87 @@ async fn every_answer_is_json_and_a_bad_body_is_a_422_placed_in_it() {
                 .as_str()
                 .unwrap()
                 .contains("max_concurrent_calls")
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_body_not_utf8_or_over_1_mib_is_refused_in_json_and_recorded() {
+    register();
+    let _writes = writes().await;
+    let addr = serve(Admin::new().without_env().write_token(TOKEN)).await;
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    within_a_minute(async {
+        let before = bulkhead::registry().reload_status().refused;
+        let too_large = format!(
+            "# {}\nbulkheads: {{}}\n",
+            "x".repeat(bulkhead::config::MAX_SOURCE_BYTES)
+        );
+        for (method, path, body, status, placed) in [
+            (
+                "PUT",
+                "/config",
+                &b"bulkheads: {}\n  # caf\xc3\xa9 \xff"[..],
+                400,
+                Some((2, 10)),
+            ),
+            (
+                "PATCH",
+                "/bulkheads/admin-orders",
+                &b"\xff\xfe"[..],
+                400,
+                Some((1, 1)),
+            ),
+            ("PUT", "/config", too_large.as_bytes(), 413, None),
+            (
+                "PATCH",
+                "/bulkheads/admin-orders",
+                too_large.as_bytes(),
+                413,
+                None,
+            ),
+        ] {
+            let reply = request(addr, method, path, &[&bearer], body).await;
+            assert_eq!(reply.status, status, "{method} {path}: {}", reply.body);
+            assert!(
+                reply.head.contains("content-type: application/json"),
+                "{}",
+                reply.head
+            );
+            let json = reply.json();
+            assert!(json["error"].is_string(), "{json}");
+            let diagnostic = &json["diagnostics"][0];
+            if let Some((line, column)) = placed {
+                assert!(
+                    diagnostic["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("not UTF-8"),
+                    "{diagnostic}"
+                );
+                assert_eq!(
+                    (diagnostic["line"].as_u64(), diagnostic["column"].as_u64()),
+                    (Some(line), Some(column)),
+                    "{diagnostic}"
+                );
+            } else {
+                assert!(
+                    diagnostic["message"].as_str().unwrap().contains("1 MiB"),
+                    "{diagnostic}"
+                );
+            }
+        }
+        // Each was recorded as a refused deploy, like every other.
+        let status = bulkhead::registry().reload_status();
+        assert_eq!(status.refused, before + 4, "{status:?}");
+        let last = request(addr, "GET", "/reloads", &[], "").await.json();
+        assert!(
+            last["last_error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("1 MiB"),
+            "{last}"
         );
     })
     .await;

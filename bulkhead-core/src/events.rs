@@ -1,10 +1,11 @@
 //! Events: what happens to each call, delivered to registered listeners.
 //!
-//! Every bulkhead of the process reports three things about a call: it was
-//! [permitted](EventKind::Permitted), [refused](EventKind::Refused) (with the
-//! [`BulkheadError`]), or, once admitted, [finished](EventKind::Finished) with how long it
-//! ran and how it ended. Listeners are process-wide and see every bulkhead; filter on
-//! [`Event::bulkhead`].
+//! Every bulkhead of the process reports what happens to a call: it was
+//! [permitted](EventKind::Permitted) or [refused](EventKind::Refused) (with the
+//! [`BulkheadError`]); once admitted, its caller may stop waiting at the call's timeout
+//! ([timed out](EventKind::TimedOut)), and it [finishes](EventKind::Finished) with how
+//! long it ran and how it ended. Listeners are process-wide and see every bulkhead; filter
+//! on [`Event::bulkhead`].
 //!
 //! # Cost
 //!
@@ -19,8 +20,30 @@
 //!
 //! * A call whose permit was taken while someone listened ends with one `Finished` event
 //!   (completed, panicked or cancelled); a call refused while someone listened gets one
-//!   `Refused` event. Re-entrant calls take no permit and report nothing.
-//! * A listener panicking is a bug in the listener: the panic reaches the call's thread.
+//!   `Refused` event, and an admitted call whose caller got
+//!   [`CallTimeout`](BulkheadError::CallTimeout) one `TimedOut` event besides its
+//!   `Finished`. So the `Refused` events of a bulkhead add up to its snapshot's refusals
+//!   (`calls.refused`), and its `TimedOut` events to `calls.timed_out`. Re-entrant calls
+//!   take no permit and report nothing.
+//! * A listener that panics does not reach the call: each panic is caught where the event
+//!   was delivered, the call goes on as if nobody listened (its permit or worker slot is
+//!   released, nothing is lost), the other listeners still get the event, and the panic
+//!   is counted ([`listener_panics`]) and the first one logged.
+//!
+//! # Subscribing and unsubscribing from a listener
+//!
+//! A listener may call [`subscribe`] and drop a [`Subscription`] (its own included) from
+//! inside [`on_event`](Listener::on_event); neither waits for the delivery under way. The
+//! change is for later events:
+//!
+//! * a listener subscribed there is first called for the events reported after the
+//!   delivery under way on that thread is over: not for the event being delivered, nor for
+//!   the events of calls made by listeners in the meantime;
+//! * a listener whose subscription is dropped there is not called once the drop has
+//!   returned, except by a delivery on another thread that was already calling it.
+//!
+//! Outside a listener, dropping a subscription waits for the deliveries under way: once
+//! the drop returns, its listener is never called again.
 //!
 //! ```
 //! use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,15 +66,16 @@
 //! drop(subscription); // stops listening
 //! ```
 
+use std::cell::Cell;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use bulkhead_config_types::Kind;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::BulkheadError;
 
@@ -78,6 +102,16 @@ pub enum EventKind<'a> {
     /// `Cancelled`.
     Refused {
         /// Why.
+        error: &'a BulkheadError,
+    },
+    /// An admitted call's caller stopped waiting at the call's `timeout` and got
+    /// [`CallTimeout`](BulkheadError::CallTimeout): not a refusal (the snapshot counts it
+    /// `timed_out`, not in `refused`). The body ran, and the call reports its `Finished`
+    /// as well: when a synchronous pool body that went on running ends, or, for an async
+    /// body the timeout cut short, `Cancelled` at the deadline — then possibly before this
+    /// event.
+    TimedOut {
+        /// The `CallTimeout` the caller got.
         error: &'a BulkheadError,
     },
     /// An admitted call is over.
@@ -139,24 +173,28 @@ where
 }
 
 /// Listening until dropped (or forever, after [`detach`](Self::detach)).
+///
+/// Dropping it outside a listener waits for the deliveries under way: once the drop has
+/// returned, the listener is never called again. Dropped from inside a listener, it waits
+/// for nothing (see [the module docs](crate::events#subscribing-and-unsubscribing-from-a-listener)).
 #[must_use = "the listener is removed as soon as the subscription is dropped"]
 pub struct Subscription {
-    id: Option<u64>,
+    entry: Option<Arc<Registered>>,
 }
 
 impl Subscription {
     /// Keeps the listener registered for the life of the process.
     pub fn detach(mut self) {
-        self.id = None;
+        self.entry = None;
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            let mut listeners = LISTENERS.write();
-            listeners.entries.retain(|(entry, _)| *entry != id);
-            LISTENING.store(listeners.entries.len(), Relaxed);
+        if let Some(entry) = self.entry.take() {
+            // No delivery calls it from now on, whenever it leaves the list.
+            entry.removed.store(true, Relaxed);
+            change(Change::Remove(entry));
         }
     }
 }
@@ -164,33 +202,131 @@ impl Drop for Subscription {
 impl fmt::Debug for Subscription {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Subscription")
-            .field("id", &self.id)
+            .field("id", &self.entry.as_ref().map(|entry| entry.id))
             .finish()
     }
 }
 
-struct Listeners {
-    next_id: u64,
-    entries: Vec<(u64, Arc<dyn Listener>)>,
+/// One registered listener.
+struct Registered {
+    id: u64,
+    /// Set when its subscription drops: deliveries skip it from then on, also while it is
+    /// still in the list (a removal made inside a listener waits for the delivery's end).
+    removed: AtomicBool,
+    listener: Box<dyn Listener>,
 }
 
-static LISTENERS: RwLock<Listeners> = RwLock::new(Listeners {
-    next_id: 0,
-    entries: Vec::new(),
-});
+/// The listeners, in the order they subscribed. Deliveries hold the read lock; only
+/// [`change`] and [`apply_deferred`] write, never on a thread that is delivering.
+static LISTENERS: RwLock<Vec<Arc<Registered>>> = RwLock::new(Vec::new());
 
 /// The number of registered listeners; read on every call.
 static LISTENING: AtomicUsize = AtomicUsize::new(0);
 
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// A subscription made or dropped.
+enum Change {
+    Add(Arc<Registered>),
+    Remove(Arc<Registered>),
+}
+
+/// Changes made inside listeners, in the order they were made: applied when the
+/// outermost delivery of a thread that made one is over.
+static DEFERRED: Mutex<Vec<Change>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// Deliveries under way on this thread: more than one when a listener's own call to a
+    /// bulkhead reports events. No destructor, so it is readable at any time, thread exit
+    /// included.
+    static DELIVERING: Cell<u32> = const { Cell::new(0) };
+    /// Whether a listener on this thread deferred a change during its current delivery.
+    static DEFERRED_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Applies `change` now, or, on a thread delivering an event (whose read lock the write
+/// lock would wait for forever), once that delivery is over.
+fn change(change: Change) {
+    if DELIVERING.with(Cell::get) > 0 {
+        DEFERRED.lock().push(change);
+        DEFERRED_HERE.with(|here| here.set(true));
+    } else {
+        apply([change]);
+    }
+}
+
+/// Applies `changes` under the write lock; the listeners removed are dropped after it is
+/// released (a listener may own subscriptions, whose drop takes the lock again).
+fn apply(changes: impl IntoIterator<Item = Change>) {
+    let mut gone = Vec::new();
+    {
+        let mut listeners = LISTENERS.write();
+        for change in changes {
+            match change {
+                // Dropped before it was added (moved out of the listener that made it).
+                Change::Add(entry) if entry.removed.load(Relaxed) => gone.push(entry),
+                Change::Add(entry) => listeners.push(entry),
+                Change::Remove(entry) => {
+                    listeners.retain(|kept| !Arc::ptr_eq(kept, &entry));
+                    gone.push(entry);
+                }
+            }
+        }
+        LISTENING.store(listeners.len(), Relaxed);
+    }
+    drop(gone);
+}
+
+/// The changes deferred by listeners, applied once this thread's outermost delivery is
+/// over and its read lock released.
+#[cold]
+fn apply_deferred() {
+    let changes = std::mem::take(&mut *DEFERRED.lock());
+    if changes.is_empty() {
+        return; // another thread's outermost delivery applied them
+    }
+    // On a call's path: a listener's destructor that panics must not reach the call.
+    let applied = catch_unwind(AssertUnwindSafe(|| apply(changes)));
+    if let Err(payload) = applied {
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+    }
+}
+
+/// A delivery under way on this thread, from [`emit`]'s start to its end (also when a
+/// listener's panic unwinds through a nested delivery).
+struct Delivering;
+
+impl Delivering {
+    fn begin() -> Self {
+        DELIVERING.with(|depth| depth.set(depth.get() + 1));
+        Delivering
+    }
+}
+
+impl Drop for Delivering {
+    fn drop(&mut self) {
+        let outermost = DELIVERING.with(|depth| {
+            depth.set(depth.get() - 1);
+            depth.get() == 0
+        });
+        if outermost && DEFERRED_HERE.with(|here| here.replace(false)) {
+            apply_deferred();
+        }
+    }
+}
+
 /// Registers `listener` for the events of every bulkhead; it is removed when the returned
-/// [`Subscription`] drops.
+/// [`Subscription`] drops. Called from inside a listener, it waits for nothing and the
+/// listener hears the events reported once the delivery under way is over (see [the
+/// module docs](crate::events#subscribing-and-unsubscribing-from-a-listener)).
 pub fn subscribe(listener: impl Listener) -> Subscription {
-    let mut listeners = LISTENERS.write();
-    let id = listeners.next_id;
-    listeners.next_id += 1;
-    listeners.entries.push((id, Arc::new(listener)));
-    LISTENING.store(listeners.entries.len(), Relaxed);
-    Subscription { id: Some(id) }
+    let entry = Arc::new(Registered {
+        id: NEXT_ID.fetch_add(1, Relaxed),
+        removed: AtomicBool::new(false),
+        listener: Box::new(listener),
+    });
+    change(Change::Add(Arc::clone(&entry)));
+    Subscription { entry: Some(entry) }
 }
 
 /// Times every admitted call of every bulkhead from now until the returned subscription
@@ -231,12 +367,20 @@ pub fn is_listening() -> bool {
 /// slot and re-entry mark are handled as if nobody listened), never aborts a thread that is
 /// already unwinding from the body's own panic, and is counted ([`listener_panics`]) and
 /// logged once per process.
+///
+/// A listener may subscribe and unsubscribe listeners: the changes wait in [`DEFERRED`]
+/// until the thread's outermost delivery is over (this function's `Delivering` is dropped
+/// after the read lock).
 #[cold]
 pub(crate) fn emit(event: &Event<'_>) {
+    let _delivering = Delivering::begin();
     // Recursive: a listener may itself call a bulkhead, even while a subscriber waits.
     let listeners = LISTENERS.read_recursive();
-    for (_, listener) in &listeners.entries {
-        let delivered = catch_unwind(AssertUnwindSafe(|| listener.on_event(event)));
+    for entry in listeners.iter() {
+        if entry.removed.load(Relaxed) {
+            continue;
+        }
+        let delivered = catch_unwind(AssertUnwindSafe(|| entry.listener.on_event(event)));
         if let Err(payload) = delivered {
             listener_panicked(event, payload);
         }
@@ -294,5 +438,31 @@ mod tests {
         drop(subscription);
         emit(&event);
         assert_eq!(*seen.lock().unwrap(), [true]);
+    }
+
+    #[test]
+    fn a_panicking_listener_is_caught_and_the_next_still_hears_the_event() {
+        let heard = Arc::new(AtomicU64::new(0));
+        let count = Arc::clone(&heard);
+        let panics_before = listener_panics();
+        let hostile = subscribe(|e: &Event<'_>| {
+            if e.bulkhead == "events-unit-panic" {
+                panic!("a hostile listener");
+            }
+        });
+        let after = subscribe(move |e: &Event<'_>| {
+            if e.bulkhead == "events-unit-panic" {
+                count.fetch_add(1, Relaxed);
+            }
+        });
+        let event = Event {
+            bulkhead: "events-unit-panic",
+            bulkhead_kind: Kind::Semaphore,
+            kind: EventKind::Permitted,
+        };
+        emit(&event); // returns: the panic does not reach the caller
+        assert_eq!(heard.load(Relaxed), 1);
+        assert!(listener_panics() > panics_before);
+        drop((hostile, after));
     }
 }

@@ -480,6 +480,7 @@ fn record_events(bulkhead: &'static str) -> (Recorded, events::Subscription) {
         let line = match event.kind {
             EventKind::Permitted => "permitted".to_owned(),
             EventKind::Refused { error } => format!("refused {}", error.reason()),
+            EventKind::TimedOut { error } => format!("timed_out {}", error.reason()),
             EventKind::Finished { outcome, duration } => {
                 format!("finished {} {duration:?}", outcome.as_str())
             }
@@ -488,6 +489,79 @@ fn record_events(bulkhead: &'static str) -> (Recorded, events::Subscription) {
         sink.lock().unwrap().push(line);
     });
     (recorded, subscription)
+}
+
+/// The events of a call whose caller got `CallTimeout`: `timed_out` (not `refused`: the
+/// body ran, and the snapshot counts it `timed_out`), with the call's `finished`.
+#[test]
+fn a_call_timeout_is_reported_timed_out_not_refused_on_both_kinds() {
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let timed = |c: &mut BulkheadConfig| c.timeout = Some(TIMEOUT.into());
+
+    // Semaphore: the body is dropped at the deadline (finished, its permit returned), then
+    // the caller answered.
+    let (clock, shared_clock) = support::manual_clock();
+    let sem = SemaphoreBulkhead::with_clock(
+        "obs-timed-out-sem",
+        &SemaphoreConfig::default(),
+        shared_clock,
+    )
+    .with_policies(timed);
+    let (recorded, subscription) = record_events("obs-timed-out-sem");
+    let mut call = std::pin::pin!(sem.call_async(std::future::pending::<()>()));
+    assert!(support::poll_once(&mut call).is_pending());
+    clock.advance(TIMEOUT);
+    assert!(matches!(
+        support::poll_once(&mut call),
+        std::task::Poll::Ready(Err(BulkheadError::CallTimeout { .. }))
+    ));
+    assert_eq!(
+        *recorded.lock().unwrap(),
+        [
+            "permitted",
+            "finished cancelled 2s",
+            "timed_out call_timeout"
+        ]
+    );
+    let calls = sem.snapshot().calls;
+    assert_eq!((calls.timed_out, calls.refused.total()), (1, 0));
+    drop(subscription);
+
+    // Thread pool: the caller is answered at the deadline, the body cut on its worker.
+    let (clock, shared_clock) = support::manual_clock();
+    let pool =
+        ThreadPoolBulkhead::with_clock("obs-timed-out-pool", &pool_config(1, 1, 0), shared_clock)
+            .with_policies(timed);
+    let (recorded, subscription) = record_events("obs-timed-out-pool");
+    thread::scope(|s| {
+        let caller = s.spawn(|| {
+            futures_executor::block_on(pool.call_async_timed((), |()| std::future::pending::<()>()))
+        });
+        clock.wait_for_sleepers(1);
+        clock.advance(TIMEOUT);
+        assert!(matches!(
+            caller.join().expect("caller"),
+            Ok(Err(BulkheadError::CallTimeout { .. }))
+        ));
+    });
+    // The worker cuts the body at the same deadline on its own thread: its `finished` and
+    // the caller's `timed_out` come in either order.
+    wait_until(|| recorded.lock().unwrap().len() == 3);
+    let mut heard = recorded.lock().unwrap().clone();
+    assert_eq!(heard[0], "permitted");
+    heard.sort();
+    assert_eq!(
+        heard,
+        [
+            "finished cancelled 2s",
+            "permitted",
+            "timed_out call_timeout"
+        ]
+    );
+    let calls = pool.snapshot().calls;
+    assert_eq!((calls.timed_out, calls.refused.total()), (1, 0));
+    drop(subscription);
+    pool.shutdown(Duration::from_secs(1));
 }
 
 #[test]

@@ -11,10 +11,11 @@ mod write;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{OriginalUri, Path};
+use axum::extract::{FromRequestParts, OriginalUri, Path};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, put};
+use http::request::Parts;
 use http::{Method, StatusCode, header};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -47,7 +48,7 @@ pub fn admin() -> axum::Router {
 /// |---|---|
 /// | `GET /bulkheads` | every bulkhead of the process-wide registry, by name: `name`, `kind`, `config` (the sizes it runs with), `declared_at` (where its `bulkheads.yaml` declares it), `functions` (the `#[bulkhead]` functions using it), `snapshot` (load, counters, histograms, saturation) |
 /// | `GET /bulkheads/{name}` | one of them; 404 if there is none |
-/// | `GET /events` | server-sent events: one JSON `data:` per permitted, refused and finished call (see [below](#events)) |
+/// | `GET /events` | server-sent events: one JSON `data:` per call permitted, refused, timed out (its caller got `CallTimeout`) and finished (see [below](#events)) |
 /// | `GET /metrics` | the Prometheus text exposition |
 /// | `GET /reloads` | deploys applied and refused, the last refusal's diagnostics, and `in_force`: where the deploy in force came from |
 /// | `GET /ui` | a live page for a browser: every bulkhead's load, queue, refusals per second, p99s, limit over the last minutes, partitions and keys, coloured by its saturation levels (see [below](#the-live-page)); the page itself holds no data and needs no token, the requests it makes carry the read token |
@@ -55,10 +56,16 @@ pub fn admin() -> axum::Router {
 /// | `PATCH /bulkheads/{name}` | *write*: change some sizes of one bulkhead (a JSON object of its keys, e.g. `{"max_concurrent_calls": 40}`) in the deploy in force |
 ///
 /// Every answer is JSON, errors included (`{"error": …}`): `404` for a path or a
-/// bulkhead that does not exist, `405` for a method a route does not have — and for
-/// every write route when no write token is configured — and `422` for a change that does
-/// not apply, with `diagnostics` placed in the request body (`line`, `column`, `key_path`,
-/// `message`). A credential in a config (the password of a Redis URL) is shown as `…`.
+/// bulkhead that does not exist, `400` for a bulkhead name that is not text, `405` for a
+/// method a route does not have — and for every write route when no write token is
+/// configured — and `422` for a change that does not apply, with `diagnostics` placed in
+/// the request body (`line`, `column`, `key_path`, `message`). A write whose body is not
+/// UTF-8 text is answered `400` (placed at the first byte that is not), one over 1 MiB
+/// (the most a deploy file may be) `413`, with `diagnostics` too. Every write the token
+/// lets through and that names a bulkhead that exists is a deploy attempt: applied or
+/// refused — the body's faults included — it is recorded like every deploy
+/// (`GET /reloads`, [`reload_status`](crate::Registry::reload_status)). A credential in a
+/// config (the password of a Redis URL) is shown as `…`.
 ///
 /// # The live page
 ///
@@ -69,7 +76,8 @@ pub fn admin() -> axum::Router {
 /// refusals by reason (total and per second over the last 10 s), the call, wait and queue
 /// p99 since start, the limit over the last 5 minutes (an adaptive limit as it moves),
 /// partitions and per-key figures, each card coloured by its saturation level against the
-/// thresholds of its config (`saturation`), and the latest refusals as they happen.
+/// thresholds of its config (`saturation`), and the latest refusals and call timeouts as
+/// they happen.
 ///
 /// It reads `GET /bulkheads` every second and listens to `GET /events`, both
 /// addressed relative to the page, so it works under any mount prefix; when the stream
@@ -110,6 +118,11 @@ pub fn admin() -> axum::Router {
 /// ```text
 /// data: {"bulkhead":"orders","kind":"semaphore","event":"refused","reason":"full","message":"bulkhead `orders` is full"}
 /// ```
+///
+/// `event` is `permitted`, `refused` (with `reason` and `message`), `timed_out` (the
+/// caller stopped waiting at the call's `timeout`; `reason` `call_timeout` and `message`;
+/// the body ran, and the call has its `finished` too) or `finished` (with `outcome` and
+/// `duration_seconds`); a deploy's outcome is `deploy`.
 ///
 /// A stream lasts as long as its client, so a server shutting down gracefully closes the
 /// streams first, with [`Admin::event_streams`]:
@@ -269,7 +282,7 @@ impl Admin {
         let (patch_one, put_config) = (write::resize, write::apply);
         #[cfg(not(feature = "deploy"))]
         let (patch_one, put_config) = (access::no_writes, access::no_writes);
-        axum::Router::new()
+        let router = axum::Router::new()
             // Reads.
             .route("/bulkheads", read(get(list)))
             .route("/bulkheads/{name}", read(get(one)).patch(patch_one))
@@ -282,7 +295,11 @@ impl Admin {
             .route("/config", put(put_config))
             .fallback(no_route)
             .method_not_allowed_fallback(no_method)
-            .with_state(state)
+            .with_state(state);
+        // A write's body is a deploy: at most what a deploy file may be.
+        #[cfg(feature = "deploy")]
+        let router = router.layer(write::body_limit());
+        router
     }
 }
 
@@ -364,10 +381,31 @@ async fn list() -> Json<Vec<BulkheadView>> {
     Json(snapshots.into_iter().map(view).collect())
 }
 
-async fn one(Path(name): Path<String>) -> Response {
+async fn one(NameInPath(name): NameInPath) -> Response {
     match crate::registry().get(&name) {
         Some(bulkhead) => Json(view(bulkhead.snapshot())).into_response(),
         None => not_found(&name),
+    }
+}
+
+/// The `{name}` of a `/bulkheads/{name}` route; one that is not text (percent-encoded
+/// bytes that are not UTF-8) is answered `400` in JSON, not by axum's plain text.
+struct NameInPath(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for NameInPath {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(name)) => Ok(NameInPath(name)),
+            Err(rejection) => Err(problem(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the bulkhead name in the path cannot be read: {}",
+                    rejection.body_text()
+                ),
+            )),
+        }
     }
 }
 

@@ -335,9 +335,10 @@ impl Telemetry {
             || events::is_listening()
     }
 
-    /// A refusal: the `WARN` event, unless the [`refusal_log`] holds it back (with
-    /// `load()`, read only when the event is written), and the listeners. Allocates
-    /// nothing itself.
+    /// A refusal, or a call timeout: the `WARN` event, unless the [`refusal_log`] holds it
+    /// back (with `load()`, read only when the event is written), and the listeners'
+    /// [`EventKind::Refused`] (for a call timeout [`EventKind::TimedOut`]: the body ran).
+    /// Allocates nothing itself.
     #[cold]
     pub(crate) fn on_refused(&self, error: &BulkheadError, load: impl FnOnce() -> Load) {
         let warn = tracing::enabled!(target: TARGET, tracing::Level::WARN);
@@ -366,7 +367,11 @@ impl Telemetry {
             );
         }
         if events::is_listening() {
-            self.emit(EventKind::Refused { error });
+            self.emit(match error {
+                // Counted `timed_out`, not refused: the body ran.
+                BulkheadError::CallTimeout { .. } => EventKind::TimedOut { error },
+                _ => EventKind::Refused { error },
+            });
         }
     }
 

@@ -65,6 +65,11 @@ fn to_json(event: &Event<'_>) -> Option<String> {
             view.reason = Some(error.reason());
             view.message = Some(error.to_string());
         }
+        EventKind::TimedOut { error } => {
+            view.event = "timed_out";
+            view.reason = Some(error.reason());
+            view.message = Some(error.to_string());
+        }
         EventKind::Finished { outcome, duration } => {
             view.event = "finished";
             view.outcome = Some(outcome.as_str());

@@ -5,15 +5,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequestParts, State};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderMap, StatusCode, header};
 
 use super::access::{Denied, bearer};
-use super::{Admin, not_found, problem};
-use crate::config::{Diagnostic, Diagnostics, Severity};
+use super::{Admin, NameInPath, not_found, problem};
+use crate::config::{Diagnostic, Diagnostics, MAX_SOURCE_BYTES, Severity};
 use crate::deploy::layers_over;
 use crate::{Deploy, DeployError, ReloadReport};
 
@@ -75,16 +77,74 @@ fn caller(headers: &HeaderMap, peer: Option<SocketAddr>) -> Caller {
 /// Answers what a write did: the report (with `config`, the bulkhead's config in force,
 /// for a PATCH), or `422` with every problem — each diagnostic placed in the request body.
 fn answer(outcome: Result<serde_json::Value, DeployError>) -> Response {
+    answer_as(outcome, StatusCode::UNPROCESSABLE_ENTITY)
+}
+
+/// [`answer`], with `invalid` the status of a deploy refused for its diagnostics.
+fn answer_as(outcome: Result<serde_json::Value, DeployError>, invalid: StatusCode) -> Response {
     match outcome {
         Ok(report) => Json(report).into_response(),
-        Err(DeployError::Invalid(diagnostics)) => refused(&diagnostics),
+        Err(DeployError::Invalid(diagnostics)) => refused(invalid, &diagnostics),
         Err(other) => problem(StatusCode::UNPROCESSABLE_ENTITY, other.to_string()),
     }
 }
 
-/// `422` with the diagnostics: `error` (every problem, one per line) and `diagnostics`
-/// (`file`, `line`, `column`, `key_path`, `severity`, `message` each).
-pub(super) fn refused(diagnostics: &Diagnostics) -> Response {
+/// A write whose body is refused before it is read as a deploy: recorded as a refused
+/// deploy (named `source`), like every other, and answered `status` with the diagnostic.
+fn refuse_body(source: &str, status: StatusCode, diagnostic: Diagnostic) -> Response {
+    let diagnostics = Diagnostics::from(vec![diagnostic]);
+    let outcome = crate::deploy::apply(source, false, |_| Err(DeployError::Invalid(diagnostics)));
+    answer_as(outcome.map(|r| report_json(&r)), status)
+}
+
+/// The write routes' body limit: a deploy file's (answered `413` by [`body_text`]).
+pub(super) fn body_limit() -> axum::extract::DefaultBodyLimit {
+    axum::extract::DefaultBodyLimit::max(MAX_SOURCE_BYTES)
+}
+
+/// A write's body as text, or why not: `413` over [`MAX_SOURCE_BYTES`] (the most a deploy
+/// file may be; the router's body limit), `400` for a body that is not UTF-8 (placed at
+/// its first bad byte) or could not be read.
+fn body_text(
+    layer: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<String, (StatusCode, Diagnostic)> {
+    let unplaced = |message: String| Diagnostic::unplaced(Severity::Error, layer, "", message);
+    let bytes = match body {
+        Ok(bytes) => bytes,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let message = format!(
+                "the body is larger than {MAX_SOURCE_BYTES} bytes (1 MiB), the most a deploy \
+                 may be"
+            );
+            return Err((StatusCode::PAYLOAD_TOO_LARGE, unplaced(message)));
+        }
+        Err(rejection) => {
+            let message = format!("the body could not be read: {}", rejection.body_text());
+            return Err((rejection.status(), unplaced(message)));
+        }
+    };
+    String::from_utf8(bytes.into()).map_err(|not_utf8| {
+        let bytes = not_utf8.as_bytes();
+        let valid_up_to = not_utf8.utf8_error().valid_up_to();
+        // The prefix is UTF-8: place the first bad byte by lines and characters.
+        let before = String::from_utf8_lossy(&bytes[..valid_up_to]);
+        let line_start = before.rfind('\n').map_or(0, |at| at + 1);
+        let mut placed = unplaced(format!(
+            "the body is not UTF-8 text: byte {valid_up_to} (0x{:02x}) is not part of a \
+             UTF-8 character",
+            bytes[valid_up_to]
+        ));
+        placed.line = before.matches('\n').count() + 1;
+        placed.column = before[line_start..].chars().count() + 1;
+        (StatusCode::BAD_REQUEST, placed)
+    })
+}
+
+/// `status` (`422` for a deploy that does not apply) with the diagnostics: `error` (every
+/// problem, one per line) and `diagnostics` (`file`, `line`, `column`, `key_path`,
+/// `severity`, `message` each).
+fn refused(status: StatusCode, diagnostics: &Diagnostics) -> Response {
     let placed: Vec<serde_json::Value> = diagnostics
         .iter()
         .map(|d| {
@@ -99,7 +159,7 @@ pub(super) fn refused(diagnostics: &Diagnostics) -> Response {
         })
         .collect();
     let body = serde_json::json!({ "error": diagnostics.to_string(), "diagnostics": placed });
-    (StatusCode::UNPROCESSABLE_ENTITY, Json(body)).into_response()
+    (status, Json(body)).into_response()
 }
 
 fn report_json(report: &ReloadReport) -> serde_json::Value {
@@ -111,10 +171,15 @@ fn report_json(report: &ReloadReport) -> serde_json::Value {
 pub(super) async fn apply(
     State(admin): State<Arc<Admin>>,
     Authorized(caller): Authorized,
-    body: String,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let source = format!("PUT /config by {caller}");
-    let deploy = Deploy::of_text("PUT /config", &body, admin.env);
+    let layer = "PUT /config";
+    let source = format!("{layer} by {caller}");
+    let body = match body_text(layer, body) {
+        Ok(text) => text,
+        Err((status, diagnostic)) => return refuse_body(&source, status, diagnostic),
+    };
+    let deploy = Deploy::of_text(layer, &body, admin.env);
     answer(deploy.install_as(&source).map(|r| report_json(&r)))
 }
 
@@ -127,14 +192,19 @@ const PATCH_INDENT: usize = 4;
 /// against the deploy in force, applied as one transaction under the registry's deploy
 /// lock: the other bulkheads keep what the deploy in force gives them.
 pub(super) async fn resize(
-    Path(name): Path<String>,
+    NameInPath(name): NameInPath,
     Authorized(caller): Authorized,
-    body: String,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if crate::registry().get(&name).is_none() {
         return not_found(&name);
     }
     let layer = format!("PATCH /bulkheads/{name}");
+    let source = format!("{layer} by {caller}");
+    let body = match body_text(&layer, body) {
+        Ok(text) => text,
+        Err((status, diagnostic)) => return refuse_body(&source, status, diagnostic),
+    };
     if let Err(not_an_object) = serde_json::from_str::<serde_json::Map<_, _>>(&body) {
         let (line, column) = (not_an_object.line(), not_an_object.column());
         let message = format!(
@@ -144,11 +214,7 @@ pub(super) async fn resize(
         );
         let mut placed = Diagnostic::unplaced(Severity::Error, &*layer, "", message);
         (placed.line, placed.column) = (line, column);
-        let diagnostics = Diagnostics::from(vec![placed]);
-        // Recorded like any refused deploy.
-        let outcome =
-            crate::deploy::apply(&layer, false, |_| Err(DeployError::Invalid(diagnostics)));
-        return answer(outcome.map(|r| report_json(&r)));
+        return refuse_body(&source, StatusCode::UNPROCESSABLE_ENTITY, placed);
     }
     // JSON is YAML: the body, indented under its name, is a deploy layer of one bulkhead.
     let mut text = format!(
@@ -160,7 +226,6 @@ pub(super) async fn resize(
         text.push_str(line);
         text.push('\n');
     }
-    let source = format!("{layer} by {caller}");
     let mut in_force = None;
     let outcome = crate::deploy::apply(&source, false, |base| {
         let change = layers_over(&base.running())

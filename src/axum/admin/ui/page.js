@@ -292,7 +292,7 @@ function onEvent(type, data) {
     streamState("live", "live (" + event.dropped + " events dropped: this page read too slowly)");
     return;
   }
-  if (event.event !== "refused") return;
+  if (event.event !== "refused" && event.event !== "timed_out") return;
   const feed = document.getElementById("feed");
   feed.prepend(el("li", {}, new Date().toLocaleTimeString() + "  " + event.bulkhead + "  " +
     event.reason));
