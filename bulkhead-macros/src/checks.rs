@@ -112,6 +112,33 @@ pub(crate) fn shape(cx: &mut Ctxt, func: &syn::ItemFn) {
     if let Some(variadic) = &sig.variadic {
         cx.error_spanned(variadic, "`#[bulkhead]` cannot wrap a variadic function");
     }
+    if let syn::ReturnType::Type(_, output) = &sig.output
+        && sig.asyncness.is_none()
+        && names_a_future(output)
+    {
+        cx.error_spanned(
+            output,
+            "`#[bulkhead]` on a `fn` that returns a future would guard only the making of the \
+             future: its permit is given back before the future runs, so the calls would run \
+             unlimited\nhelp: write it as an `async fn` (its body then runs inside the \
+             bulkhead, however long it awaits)",
+        );
+    }
+}
+
+/// Whether `ty` names a future: `impl Future<…>`, `dyn Future<…>` (boxed, pinned) or the
+/// `BoxFuture` aliases, anywhere in it.
+fn names_a_future(ty: &syn::Type) -> bool {
+    fn future(tokens: proc_macro2::TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            proc_macro2::TokenTree::Ident(ident) => {
+                ident == "Future" || ident == "BoxFuture" || ident == "LocalBoxFuture"
+            }
+            proc_macro2::TokenTree::Group(group) => future(group.stream()),
+            _ => false,
+        })
+    }
+    future(quote::ToTokens::to_token_stream(ty))
 }
 
 /// A declared call `timeout` is honoured by an `async fn` without a fallback only: a sync
