@@ -37,8 +37,9 @@
 //! The scope is the entering thread's: a `#[tokio::test]` (a current-thread runtime) polls
 //! its futures there, so async functions see it too. The body of a thread-pool function
 //! runs on one of the pool's workers, where the scope does not reach (calls made from
-//! there use the process-wide bulkheads). Scopes nest: dropping the inner one restores
-//! the outer.
+//! there use the process-wide bulkheads). Scopes nest: the latest entered is current, and
+//! dropping a guard ends its own scope, in whatever order guards are dropped (dropping the
+//! inner one makes the outer current again).
 //!
 //! Without the feature, the annotated functions' call path has no check at all: the
 //! scope is consulted, as one thread-local read, only in builds that enable `testing`.
@@ -102,7 +103,8 @@ impl TestScope {
     }
 
     /// Every call to bulkhead `name` is refused with `reason` (its body does not run; a
-    /// fallback gets the arguments and the error).
+    /// fallback gets the arguments and the error). The name is not checked: refusing a
+    /// name no annotated function uses (a typo) refuses nothing.
     pub fn refuse(mut self, name: &str, reason: Reason) -> Self {
         self.refusals.insert(name.to_owned(), reason);
         self
@@ -115,6 +117,11 @@ impl TestScope {
     }
 
     /// Bulkhead `name`, a semaphore, has these limits in this scope.
+    ///
+    /// # Panics
+    ///
+    /// At the first call of `name` in the scope, if its declaration is a thread pool (the
+    /// message names the declaration).
     pub fn semaphore(mut self, name: &str, limits: SemaphoreConfig) -> Self {
         self.limits
             .insert(name.to_owned(), Limits::Semaphore(limits));
@@ -122,6 +129,11 @@ impl TestScope {
     }
 
     /// Bulkhead `name`, a thread pool, has these limits in this scope.
+    ///
+    /// # Panics
+    ///
+    /// At the first call of `name` in the scope, if its declaration is a semaphore (the
+    /// message names the declaration).
     pub fn thread_pool(mut self, name: &str, limits: ThreadPoolConfig) -> Self {
         self.limits
             .insert(name.to_owned(), Limits::ThreadPool(limits));
@@ -139,40 +151,42 @@ impl TestScope {
             clock,
             bulkheads: RefCell::new(HashMap::new()),
         });
-        let previous = CURRENT.with(|current| current.replace(Some(state)));
-        ScopeGuard { previous }
+        CURRENT.with(|scopes| scopes.borrow_mut().push(Rc::clone(&state)));
+        ScopeGuard { state }
     }
 }
 
-/// Keeps a [`TestScope`] current on its thread; dropping it restores the scope (if any)
-/// that was current before, and shuts down the scope's private thread pools.
+/// Keeps a [`TestScope`] current on its thread; dropping it ends that scope and shuts down
+/// its private thread pools. The scope current is the latest entered of those not ended,
+/// so guards may be dropped in any order: dropping an outer guard first ends the outer
+/// scope, and the inner stays current until its own guard drops.
 #[derive(Debug)]
 #[must_use = "the scope ends when the guard is dropped"]
 pub struct ScopeGuard {
-    previous: Option<Rc<State>>,
+    state: Rc<State>,
 }
 
 impl ScopeGuard {
-    /// The private bulkhead `name` of this scope, if a function used it here (to read its
-    /// snapshot in a test).
+    /// The private bulkhead `name` of this guard's scope, if a function used it there (to
+    /// read its snapshot in a test).
     pub fn bulkhead(&self, name: &str) -> Option<Bulkhead> {
-        CURRENT.with(|current| {
-            let current = current.borrow();
-            let state = current.as_ref()?;
-            let bulkheads = state.bulkheads.borrow();
-            bulkheads.get(name).map(|(bulkhead, _)| bulkhead.clone())
-        })
+        let bulkheads = self.state.bulkheads.borrow();
+        bulkheads.get(name).map(|(bulkhead, _)| bulkhead.clone())
     }
 }
 
 impl Drop for ScopeGuard {
     fn drop(&mut self) {
-        let ended = CURRENT.with(|current| current.replace(self.previous.take()));
-        if let Some(state) = ended {
-            for (bulkhead, _) in state.bulkheads.borrow().values() {
-                if let Bulkhead::ThreadPool(pool) = bulkhead {
-                    pool.shutdown(Duration::ZERO);
-                }
+        // `try_with`: a guard may be dropped while the thread's locals are torn down.
+        let _ = CURRENT.try_with(|scopes| {
+            let mut scopes = scopes.borrow_mut();
+            if let Some(at) = scopes.iter().rposition(|s| Rc::ptr_eq(s, &self.state)) {
+                scopes.remove(at);
+            }
+        });
+        for (bulkhead, _) in self.state.bulkheads.borrow().values() {
+            if let Bulkhead::ThreadPool(pool) = bulkhead {
+                pool.shutdown(Duration::ZERO);
             }
         }
     }
@@ -197,20 +211,21 @@ impl std::fmt::Debug for State {
 }
 
 thread_local! {
-    static CURRENT: RefCell<Option<Rc<State>>> = const { RefCell::new(None) };
+    /// The scopes entered on this thread and not ended, the current one last.
+    static CURRENT: RefCell<Vec<Rc<State>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether a scope is current on this thread (its calls go to private bulkheads, whose
 /// fallbacks are not the process-wide bulkheads' to count).
 pub(crate) fn in_scope() -> bool {
-    CURRENT.with(|current| current.borrow().is_some())
+    CURRENT.with(|scopes| !scopes.borrow().is_empty())
 }
 
 /// The refusal the current scope makes for `name`, if any.
 pub(crate) fn refusal(declaration: &'static Declaration) -> Option<BulkheadError> {
     CURRENT.with(|current| {
         let current = current.borrow();
-        let reason = *current.as_ref()?.scope.refusals.get(declaration.name)?;
+        let reason = *current.last()?.scope.refusals.get(declaration.name)?;
         Some(reason.error(declaration.name))
     })
 }
@@ -219,7 +234,7 @@ pub(crate) fn refusal(declaration: &'static Declaration) -> Option<BulkheadError
 pub(crate) fn scoped<B: Resolve>(declaration: &'static Declaration) -> Option<&'static B> {
     CURRENT.with(|current| {
         let current = current.borrow();
-        let state = current.as_ref()?;
+        let state = current.last()?;
         let mut bulkheads = state.bulkheads.borrow_mut();
         if let Some((_, handle)) = bulkheads.get(declaration.name) {
             return handle.downcast_ref::<B>();

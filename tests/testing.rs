@@ -36,6 +36,44 @@ fn the_fallback_answers_a_refused_call_with_no_threads_and_no_sleeps() {
     assert_eq!(price(7), "cached price of 7 (rate_limited)");
 }
 
+/// Its own bulkhead: this test calls outside any scope, which the parallel-scopes test
+/// would otherwise see in the process-wide `testing-fallback`'s counts.
+#[bulkhead("testing-order", fallback = cached_quote)]
+fn quote(item: u64) -> String {
+    format!("live quote of {item}")
+}
+
+fn cached_quote(item: u64, refused: BulkheadError) -> String {
+    format!("cached quote of {item} ({})", refused.reason())
+}
+
+#[test]
+fn guards_dropped_in_any_order_end_their_own_scopes() {
+    let outer = TestScope::new()
+        .refuse("testing-order", Reason::Full)
+        .enter();
+    let inner = TestScope::new().enter();
+    assert_eq!(quote(1), "live quote of 1", "the inner scope is current");
+    // The outer guard first: the inner scope stays current.
+    drop(outer);
+    assert_eq!(quote(2), "live quote of 2");
+    let private = inner
+        .bulkhead("testing-order")
+        .expect("used in the inner scope");
+    assert_eq!(private.snapshot().calls.permitted, 2);
+    drop(inner);
+    // No scope is left: the process-wide bulkhead answers, never the outer's refusal.
+    assert_eq!(quote(3), "live quote of 3");
+    // And in the usual order, the outer is current again once the inner ends.
+    let outer = TestScope::new()
+        .refuse("testing-order", Reason::Full)
+        .enter();
+    let inner = TestScope::new().enter();
+    drop(inner);
+    assert_eq!(quote(4), "cached quote of 4 (full)");
+    drop(outer);
+}
+
 #[test]
 fn without_a_refusal_the_function_runs_in_the_scopes_private_bulkhead() {
     let scope = TestScope::new().enter();
