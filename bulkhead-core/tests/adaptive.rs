@@ -384,3 +384,33 @@ fn vegas_comes_back_to_the_knee_while_the_dependency_is_only_slower() {
 fn gradient2_comes_back_to_the_knee_while_the_dependency_is_only_slower() {
     comes_back_while_the_dependency_is_only_slower(AdaptiveAlgorithm::Gradient2, 1_200);
 }
+
+/// `off` built in code means what it means in a file: the declared static limit, no
+/// adaptive limit, on both kinds, first or after an algorithm.
+#[test]
+fn the_algorithm_off_set_in_code_is_the_declared_static_limit_on_both_kinds() {
+    let off = AdaptiveConfig::new(AdaptiveAlgorithm::Off);
+    let semaphore = SemaphoreBulkhead::new(
+        "off-in-code",
+        &SemaphoreConfig {
+            max_concurrent_calls: 30,
+            ..SemaphoreConfig::default()
+        },
+    );
+    let pool =
+        bulkhead_core::ThreadPoolBulkhead::new("off-in-code-pool", &support::pool_config(0, 30, 4));
+    for set_first in [None, Some(AdaptiveAlgorithm::Gradient2)] {
+        if let Some(algorithm) = set_first {
+            let adaptive = AdaptiveConfig::new(algorithm);
+            semaphore.configure_with(&support::policies(|c| c.adaptive = Some(adaptive)));
+            pool.configure_with(&support::policies(|c| c.adaptive = Some(adaptive)));
+            assert!(semaphore.snapshot().limit < 30, "adaptive first");
+        }
+        semaphore.configure_with(&support::policies(|c| c.adaptive = Some(off)));
+        pool.configure_with(&support::policies(|c| c.adaptive = Some(off)));
+        let (s, p) = (semaphore.snapshot(), pool.snapshot());
+        assert_eq!((s.limit, s.adaptive), (30, None), "{set_first:?}");
+        assert_eq!((p.limit, p.adaptive), (30, None), "{set_first:?}");
+    }
+    pool.shutdown(Duration::from_secs(5));
+}

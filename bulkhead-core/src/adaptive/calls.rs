@@ -12,7 +12,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use bulkhead_config_types::AdaptiveConfig;
+use bulkhead_config_types::{AdaptiveAlgorithm, AdaptiveConfig};
 
 // loom's primitives under `--cfg loom`: the models race limit changes with admissions.
 use crate::sync::{AtomicBool, AtomicU32, Mutex};
@@ -127,15 +127,18 @@ impl Controller {
         }
     }
 
-    /// Sets (or, with `None`, removes) the adaptive limit of a bulkhead declared `declared`
-    /// and calls `apply(limit)` with the limit to use from now on, under the controller's
-    /// lock (so a concurrent sample cannot apply an older limit after it).
+    /// Sets (or, with `None` or the algorithm `off`, removes) the adaptive limit of a
+    /// bulkhead declared `declared` and calls `apply(limit)` with the limit to use from now
+    /// on, under the controller's lock (so a concurrent sample cannot apply an older limit
+    /// after it). The one place both kinds take an adaptive config, from a file or from
+    /// code alike.
     pub(crate) fn configure(
         &self,
         config: Option<&AdaptiveConfig>,
         declared: u32,
         apply: impl FnOnce(u32),
     ) {
+        let config = config.filter(|c| c.algorithm != AdaptiveAlgorithm::Off);
         let mut state = self.state.lock();
         let limit = match (config, state.as_mut()) {
             (None, _) => {

@@ -111,8 +111,8 @@ fn algorithm_of(config: &AdaptiveConfig) -> Box<dyn LimitAlgorithm> {
             config.backoff_ratio(),
             config.timeout.map(|t| t.as_std()),
         )),
-        // `off` never reaches a bulkhead (it resolves to no adaptive limit); should one
-        // be built by hand, it behaves as the default algorithm.
+        // `off` never reaches a bulkhead (configuring a bulkhead with it removes the
+        // adaptive limit); a limit built by hand with it behaves as the default algorithm.
         _ => Box::new(Gradient2::new(config.tolerance(), config.smoothing())),
     }
 }
