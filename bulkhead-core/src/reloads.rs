@@ -67,7 +67,14 @@ pub struct DeploySubscription {
 impl Drop for DeploySubscription {
     fn drop(&mut self) {
         if let Some(listeners) = self.listeners.upgrade() {
-            listeners.write().entries.retain(|(id, _)| *id != self.id);
+            let removed = {
+                let mut listeners = listeners.write();
+                let at = listeners.entries.iter().position(|(id, _)| *id == self.id);
+                at.map(|at| listeners.entries.remove(at))
+            };
+            // Dropped once the lock is released: a listener may own subscriptions, whose
+            // drop takes it again.
+            drop(removed);
         }
     }
 }

@@ -6,26 +6,11 @@
 
 mod support;
 
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::Duration;
 
 use bulkhead_core::SemaphoreBulkhead;
 use bulkhead_core::events::{self, Event, EventKind, Subscription};
-use support::semaphore;
-
-/// Runs `calls` on a thread of its own; fails if it has not returned within ten seconds.
-fn returns(what: &str, calls: impl FnOnce() + Send + 'static) {
-    let (done, returned) = mpsc::channel();
-    thread::spawn(move || {
-        calls();
-        done.send(()).unwrap();
-    });
-    if returned.recv_timeout(Duration::from_secs(10)).is_err() {
-        panic!("{what}: the call never returned");
-    }
-}
+use support::{returns, semaphore};
 
 /// `permitted`, `finished`…: what a listener heard of the bulkhead `name`.
 type Heard = Arc<Mutex<Vec<&'static str>>>;

@@ -285,7 +285,9 @@ impl Registry {
     /// Calls `listener` with the outcome of every deploy of this registry from now on —
     /// applied or refused, whatever its front end (a file, the admin router, code) — until
     /// the returned subscription drops. It runs on the deploying thread, after the deploy
-    /// lock is released.
+    /// lock is released, so it may deploy, subscribe other listeners (they hear the next
+    /// deploy) and drop subscriptions, its own included, or own them. A listener that
+    /// panics is logged and skipped; the deploy's outcome is recorded regardless.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
