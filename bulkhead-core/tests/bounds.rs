@@ -446,6 +446,43 @@ fn registry_shutdown_of_100_000_bulkheads_waits_on_a_bounded_number_of_threads()
     drop(permits);
 }
 
+#[test]
+fn concurrent_registry_shutdowns_share_the_helper_threads() {
+    const CALLERS: usize = 4;
+    const BUSY: usize = 40;
+    let (clock, shared_clock) = manual_clock();
+    let registry = Registry::with_clock(shared_clock);
+    let config = BulkheadConfig::semaphore(semaphore(1, 0));
+    let busy: Vec<_> = (0..1000)
+        .map(|i| registry.register(&format!("s{i}"), &config).unwrap())
+        .step_by(1000 / BUSY)
+        .map(|b| b.as_semaphore().unwrap().clone())
+        .collect();
+    let permits: Vec<_> = busy.iter().map(|s| s.try_acquire().unwrap()).collect();
+    let registry = Arc::new(registry);
+    let callers = concurrent_shutdowns(&registry, &[secs(2); CALLERS], |r, t| r.shutdown(t));
+    // Every caller's thread and the seven helpers between them park on a busy semaphore
+    // (with seven helpers each, 32 threads would).
+    clock.wait_for_sleepers(CALLERS + 7);
+    thread::sleep(Duration::from_millis(50)); // time for any further thread to park
+    assert_eq!(
+        clock.sleepers(),
+        CALLERS + 7,
+        "no caller has helpers of its own"
+    );
+    clock.advance(secs(2));
+    for caller in callers {
+        let report = caller.join().unwrap();
+        assert_eq!(report.len(), 1000);
+        let still_running = report
+            .values()
+            .filter(|r| matches!(r, BulkheadShutdown::Semaphore(s) if s.still_running == 1))
+            .count();
+        assert_eq!(still_running, BUSY);
+    }
+    drop(permits);
+}
+
 // ---------------------------------------------------------------- hostile clocks
 
 /// A clock whose parking panics (a bug in a user's `Clock`): time comes from a manual one.

@@ -231,7 +231,10 @@ macro_rules! policies_of {
             /// out is removed). Its size is [`resize`](Self::resize)'s: `config.limits` is
             /// not read here. A change applies to calls admitted after it; none cancels an
             /// admitted call. A bulkhead declared in `bulkheads.yaml` gets all of this from
-            /// the registry; this is for bulkheads built in code.
+            /// the registry; this is for bulkheads built in code. `config` is taken as
+            /// given, not checked against the ranges a file or the registry accepts (a
+            /// `per_key` cap of 0 refuses every keyed call): check it first with
+            /// [`BulkheadConfig::validate`], as the registry does.
             ///
             /// ```
             #[doc = $example]

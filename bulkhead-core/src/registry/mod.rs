@@ -33,7 +33,8 @@ pub use reload::{DeployBase, DeployRefused, ReloadError, ReloadProblem, ReloadRe
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -122,6 +123,9 @@ pub struct Registry {
     deploy: Mutex<Option<CheckedDeploy>>,
     /// Applied and refused reloads.
     reloads: ReloadLog,
+    /// Helper threads of this registry's shutdowns under way: at most
+    /// `SHUTDOWN_THREADS - 1`, shared by concurrent calls.
+    shutdown_helpers: AtomicUsize,
 }
 
 impl Registry {
@@ -137,6 +141,7 @@ impl Registry {
             clock,
             deploy: Mutex::new(None),
             reloads: ReloadLog::default(),
+            shutdown_helpers: AtomicUsize::new(0),
         }
     }
 
@@ -272,8 +277,12 @@ impl Registry {
 
     /// Shuts every registered bulkhead down at once: admission stops everywhere, then
     /// their running work is waited for until `timeout` has passed (measured once, for
-    /// all of them), by at most eight threads (the caller's included) however many
-    /// bulkheads there are.
+    /// all of them), by the caller's thread and at most seven helpers, however many
+    /// bulkheads there are. Concurrent calls share those seven (a call that finds them
+    /// taken waits on its own thread); each returns by its own deadline. Calls under way
+    /// together get the same report of each bulkhead; a call made after they ended gets a
+    /// pool's first report again and a semaphore's state then (see
+    /// [`SemaphoreBulkhead::shutdown`] and [`ThreadPoolBulkhead::shutdown`]).
     pub fn shutdown(&self, timeout: Duration) -> BTreeMap<String, BulkheadShutdown> {
         let deadline = self.clock.now().checked_add(timeout);
         let bulkheads: Vec<(String, Bulkhead)> = self
@@ -296,8 +305,9 @@ impl Registry {
             }
             done
         };
+        let reserved = self.reserve_helpers(bulkheads.len().saturating_sub(1));
         std::thread::scope(|s| {
-            let helpers: Vec<_> = (1..SHUTDOWN_THREADS.min(bulkheads.len()))
+            let helpers: Vec<_> = (0..reserved.0)
                 .map_while(|_| std::thread::Builder::new().spawn_scoped(s, drain).ok())
                 .collect();
             // This thread drains too: with no helper (the OS refused them) it does it all.
@@ -310,10 +320,32 @@ impl Registry {
             reports
         })
     }
+
+    /// Takes up to `wanted` of the shutdown helpers not in use, until the returned
+    /// reservation drops.
+    fn reserve_helpers(&self, wanted: usize) -> HelperReservation<'_> {
+        let mut taken = 0;
+        let _ = self
+            .shutdown_helpers
+            .fetch_update(AcqRel, Acquire, |in_use| {
+                taken = wanted.min((SHUTDOWN_THREADS - 1).saturating_sub(in_use));
+                Some(in_use + taken)
+            });
+        HelperReservation(taken, &self.shutdown_helpers)
+    }
 }
 
 /// The most threads [`Registry::shutdown`] waits on bulkheads with (its caller's included).
 const SHUTDOWN_THREADS: usize = 8;
+
+/// Shutdown helpers taken by one [`Registry::shutdown`] call, given back when it drops.
+struct HelperReservation<'a>(usize, &'a AtomicUsize);
+
+impl Drop for HelperReservation<'_> {
+    fn drop(&mut self) {
+        self.1.fetch_sub(self.0, AcqRel);
+    }
+}
 
 /// `name` as a `&'static str` shared by every registry of the process: allocated the first
 /// time the name is registered anywhere, reused after (bounded by the distinct names,

@@ -292,7 +292,9 @@ impl ThreadPoolBulkhead {
     /// `keep_alive`, `on_full`, `max_queue_wait`, `queue_order` and `codel`. Never blocks on
     /// running work and never cancels admitted work: threads above a smaller `max_threads`
     /// retire when their current task ends, and a smaller queue refuses new work until it
-    /// drains below its capacity. The thread name prefix is fixed at construction.
+    /// drains below its capacity. A new `max_queue_wait` bounds the calls queued after it;
+    /// a call already queued keeps the deadline it was queued with (none, if there was
+    /// none). The thread name prefix is fixed at construction.
     ///
     /// ```
     /// use bulkhead::config::ThreadPoolConfig;

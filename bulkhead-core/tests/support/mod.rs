@@ -152,3 +152,19 @@ impl bulkhead_core::Clock for PanickingNow {
         self.clock.sleep_until(deadline)
     }
 }
+
+/// Runs `steps` on a thread of its own and fails, rather than hangs, if it has not
+/// returned within ten seconds (`what` names it in the failure).
+pub fn returns(what: &str, steps: impl FnOnce() + Send + 'static) {
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        steps();
+        done.send(()).unwrap();
+    });
+    if returned
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .is_err()
+    {
+        panic!("{what}: never returned");
+    }
+}
