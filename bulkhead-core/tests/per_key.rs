@@ -119,11 +119,25 @@ fn threads_of_one_key_are_admitted_at_most_to_its_cap() {
 /// sees more than the cap. (Racy by nature: many rounds of many threads.)
 #[test]
 fn keys_churning_through_a_full_table_and_the_overflow_never_pass_their_cap() {
+    churn(16, 4, 20_000, |i, t, keys| (i * 7 + t * 3) % keys);
+}
+
+/// The same with 300 keys over a table of 100: the 128 home places are shared by several
+/// keys each, so keys take homes others freed, live away from home behind hints, and are
+/// swept, while their calls race, four threads on each of two keys at a time.
+#[test]
+fn keys_sharing_home_places_while_churning_never_pass_their_cap() {
+    churn(300, 100, 5_000, |i, t, keys| (i + t % 2) % keys);
+}
+
+/// `THREADS` threads call `keys` keys through a table of `max_keys`, `calls` calls each,
+/// the `i`th call of thread `t` with key `key_of(i, t, keys)`; no key ever has more than
+/// its cap inside, and nothing is left counted.
+fn churn(keys: usize, max_keys: u32, calls: usize, key_of: fn(usize, usize, usize) -> usize) {
     const THREADS: usize = 8;
-    const KEYS: usize = 16;
     const CAP: u32 = 2;
-    let bulkhead = keyed(64, CAP, 4);
-    let inside: Vec<AtomicU32> = (0..KEYS).map(|_| AtomicU32::new(0)).collect();
+    let bulkhead = keyed(64, CAP, max_keys);
+    let inside: Vec<AtomicU32> = (0..keys).map(|_| AtomicU32::new(0)).collect();
     let most = AtomicU32::new(0);
     let start = Barrier::new(THREADS);
     std::thread::scope(|s| {
@@ -131,8 +145,8 @@ fn keys_churning_through_a_full_table_and_the_overflow_never_pass_their_cap() {
             let (bulkhead, inside, most, start) = (&bulkhead, &inside, &most, &start);
             s.spawn(move || {
                 start.wait();
-                for i in 0..20_000usize {
-                    let key = (i * 7 + t * 3) % KEYS;
+                for i in 0..calls {
+                    let key = key_of(i, t, keys);
                     let _ = bulkhead.keyed(&key).call(|| {
                         let now = inside[key].fetch_add(1, SeqCst) + 1;
                         most.fetch_max(now, SeqCst);
@@ -148,8 +162,8 @@ fn keys_churning_through_a_full_table_and_the_overflow_never_pass_their_cap() {
         "a key had {} calls inside with a cap of {CAP}",
         most.load(SeqCst)
     );
-    let keys = bulkhead.snapshot().per_key.expect("per_key is configured");
-    assert_eq!((keys.keys_tracked, keys.overflow_in_flight), (0, 0));
+    let snapshot = bulkhead.snapshot().per_key.expect("per_key is configured");
+    assert_eq!((snapshot.keys_tracked, snapshot.overflow_in_flight), (0, 0));
 }
 
 #[test]

@@ -6,16 +6,19 @@
 //! and only ids are stored (two keys with one id would share a cap; with 64 bits that is
 //! negligible).
 //!
-//! Each tracked key has a *place*: an atomic word at a fixed index of [`Places`] (grown in
-//! buckets, never moved) holding the count of its calls in flight, a *retired* flag and a
-//! generation. Shards (a lock each, so keys on different shards never contend) map ids to
-//! places: they are the truth. In front of them, a fixed array of *hints*, indexed by the
-//! mixed id, remembers the place a key was last found at. A call of a key whose hint is
-//! right counts itself in with one compare-and-swap on its place's word, without a lock
-//! (the place's id is checked, and the swap fails if the place was retired or reused
-//! since the word was read); any other call takes its key's shard lock once, to find or
-//! make the place, count itself in and leave a hint. Its permit keeps the place's index,
-//! and the call's end is one atomic subtraction there, with no lookup and no lock.
+//! Each tracked key has a *place*: an atomic word at a fixed index of [`Places`] (never
+//! moved) holding the count of its calls in flight, a *retired* flag and a generation.
+//! Shards (a lock each, so keys on different shards never contend) map ids to places: they
+//! are the truth. A key's *home* is a place picked by its mixed id among a fixed array of
+//! home places; a new key takes its home if no other key holds it, else another place (in
+//! buckets grown as needed). Beside the homes, a fixed array of *hints* (indexed like
+//! them) remembers where a key not at its home was last found. A call of a key at its home,
+//! or whose hint is right, counts itself in with one compare-and-swap on its place's word,
+//! without a lock (the place's id is checked, and the swap fails if the place was retired
+//! or reused since the word was read); a key at its home is found with one memory access,
+//! its place's cache line. Any other call takes its key's shard lock once, to find or make
+//! the place, count itself in and leave a hint. Its permit keeps the place's index, and
+//! the call's end is one atomic subtraction there, with no lookup and no lock.
 //!
 //! # Invariants
 //!
@@ -30,7 +33,8 @@
 //!    needs it. The first new key to find the table full sets `pressure` and *sweeps*
 //!    every shard, retiring and unmapping idle keys (under their shard's lock; a key that
 //!    a lock-free call made busy first is not retired: invariant 1) and freeing their
-//!    places. From then on, a key whose count
+//!    places, under the `sweeping` lock, which every new key that finds the table full
+//!    takes first: none goes on before that sweep is over. From then on, a key whose count
 //!    falls to 0 puts its place on the `idle` list (once), and a new key that finds the
 //!    table full unmaps one from there instead of sweeping. Each step is sequentially
 //!    consistent, so a key going idle either is seen by the sweep or sees `pressure`: a
@@ -45,7 +49,10 @@
 //!    call was counted in; a call over it is refused before it reaches the bulkhead, and
 //!    counts nothing. With invariant 3, no key's calls exceed it either.
 //! 5. A place is reused only once unmapped with count 0, so a permit's index names its
-//!    key's place until that permit's subtraction, its last use of it.
+//!    key's place until that permit's subtraction, its last use of it. A home place is
+//!    handed out by a compare-and-swap of its `vacant` flag, set again (never put on the
+//!    free list) when a sweep or a reclaim frees it under its key's shard lock: one key
+//!    claims it at a time.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
@@ -78,7 +85,8 @@ pub(crate) struct KeyTable {
     /// Key id → place, by shard (the id's middle bits pick the shard).
     shards: Box<[CachePadded<Mutex<Ids>>]>,
     /// Place + 1 where a key was last found (0: none), by the mixed id's low bits: only a
-    /// hint, checked against the place (invariant 1); `hints.len()` is a power of two.
+    /// hint, checked against the place (invariant 1); `hints.len()` is a power of two, and
+    /// the number of home places.
     hints: Box<[AtomicU32]>,
     places: Places,
     /// Ids mapped in `shards` plus places reserved for ones being mapped.
@@ -86,6 +94,10 @@ pub(crate) struct KeyTable {
     /// Set once a new key found the table full (until a reload changes the bounds): keys
     /// going idle then list their places in `idle`.
     pressure: AtomicBool,
+    /// Held by the sweep that follows `pressure`'s setting: a new key that finds the table
+    /// full takes it, so it waits for a sweep under way instead of finding its places not
+    /// yet freed (and joining the overflow entry, or being refused, with idle keys mapped).
+    sweeping: Mutex<()>,
     /// Places whose key went idle under `pressure` (each at most once: `Place::queued`).
     idle: Mutex<Vec<u32>>,
     /// Calls in flight of keys that found the table full (invariant 2). Written under
@@ -127,7 +139,9 @@ pub struct PerKeySnapshot {
     pub max_concurrent_calls: u32,
     /// The most keys tracked at once.
     pub max_keys: u32,
-    /// Keys with a call in flight now (at most `max_keys`).
+    /// Keys with a call in flight now: at most `max_keys`, or, after a live change
+    /// lowered `max_keys`, the keys busy then until their calls end. Counted at one
+    /// moment.
     pub keys_tracked: u32,
     /// Of those, the keys holding their whole cap.
     pub keys_at_limit: u32,
@@ -161,13 +175,22 @@ impl KeyTable {
             shards: (0..shards)
                 .map(|_| CachePadded::new(Mutex::new(Ids::default())))
                 .collect(),
-            places: Places::default(),
+            places: Places::with_homes(hints as u32),
             tracked: AtomicU32::new(0),
             pressure: AtomicBool::new(false),
+            sweeping: Mutex::new(()),
             idle: Mutex::new(Vec::new()),
             overflow: AtomicU32::new(0),
             overflow_keys: Mutex::new(OverflowKeys::default()),
         }
+    }
+
+    /// The table of `config`, its home places made (the loom models: see `Places::homes`).
+    #[cfg(all(loom, loom_per_key, test))]
+    fn with_homes_made(config: &PerKeyConfig) -> Self {
+        let table = Self::new(config);
+        table.places.homes();
+        table
     }
 
     /// Takes a new cap and bound; ids above a lowered bound are unmapped by sweeps.
@@ -177,17 +200,30 @@ impl KeyTable {
         self.pressure.store(false, SeqCst);
     }
 
+    /// The home place of `id`: the place it is given if that is vacant when it is mapped,
+    /// found with no hint; also the index of its hint.
+    #[inline]
+    fn home_of(&self, id: u64) -> u32 {
+        (mix(id) as usize & (self.hints.len() - 1)) as u32
+    }
+
     #[inline]
     fn shard(&self, id: u64) -> &Mutex<Ids> {
         &self.shards[shard_index(id, self.shards.len())]
     }
 
     /// Counts a call of key `id` in; `None` when the key (or the overflow entry) already
-    /// holds its cap (invariant 4). Without a lock when the key's hint is right.
+    /// holds its cap (invariant 4). Without a lock when the key is at its home or its hint
+    /// is right.
     #[inline]
     pub(crate) fn enter(&self, id: u64) -> Option<KeyHold> {
         let cap = self.max_per_key.load(Relaxed);
-        let hint = &self.hints[mix(id) as usize & (self.hints.len() - 1)];
+        let home = self.home_of(id);
+        // A key at its home: one cache line, no hint.
+        if let Some(hold) = self.enter_hinted(home + 1, id, cap) {
+            return Some(hold);
+        }
+        let hint = &self.hints[home as usize];
         // Acquire, pairing with the hint's Release store: the place it names (and its
         // bucket) was made before the hint was left.
         if let Some(hold) = self.enter_hinted(hint.load(Acquire), id, cap) {
@@ -258,7 +294,10 @@ impl KeyTable {
             self.tracked.fetch_sub(1, AcqRel);
             return None;
         }
-        let place = self.places.take();
+        let place = self
+            .places
+            .claim_home(self.home_of(id))
+            .unwrap_or_else(|| self.places.take());
         if let Some(p) = self.places.get(place) {
             p.reuse(id);
         }
@@ -270,9 +309,13 @@ impl KeyTable {
     /// gone idle since; else the overflow entry (invariant 2).
     #[cold]
     fn enter_full(&self, id: u64, cap: u32) -> Option<KeyHold> {
-        if !self.pressure.load(SeqCst) {
-            self.pressure.store(true, SeqCst);
-            self.sweep();
+        {
+            // Waits for a sweep under way; the first key to find the table full sweeps.
+            let _sweep = self.sweeping.lock();
+            if !self.pressure.load(SeqCst) {
+                self.pressure.store(true, SeqCst);
+                self.sweep();
+            }
         }
         loop {
             {
@@ -340,7 +383,7 @@ impl KeyTable {
         let mut ids = self.shard(victim).lock();
         if ids.get(&victim) == Some(&place) && p.retire() {
             ids.remove(&victim);
-            self.places.free.lock().push(place);
+            self.places.release(place, &mut self.places.free.lock());
             self.tracked.fetch_sub(1, AcqRel);
         }
     }
@@ -355,7 +398,7 @@ impl KeyTable {
             ids.retain(|_, &mut place| {
                 let idle = self.places.get(place).is_none_or(Place::retire);
                 if idle {
-                    free.push(place);
+                    self.places.release(place, &mut free);
                     freed += 1;
                 }
                 !idle
@@ -406,14 +449,20 @@ impl KeyTable {
         }
     }
 
-    /// Aggregates and the busiest keys; walks the table (at most `max_keys` ids).
+    /// Aggregates and the busiest keys; walks the table (at most `max_keys` ids) under
+    /// every shard's lock at once, so the keys it counts are ones mapped at one moment
+    /// (a shard at a time could count a key that went idle and was unmapped, and the key
+    /// mapped in its place). Only calls on the locked path wait for them: a key's first
+    /// call, one away from a home or hint naming it, one at its cap.
     pub(crate) fn snapshot(&self) -> PerKeySnapshot {
         let cap = self.max_per_key.load(Relaxed);
         let mut keys_tracked = 0u32;
         let mut keys_at_limit = 0u32;
         let mut top: Vec<KeyLoad> = Vec::with_capacity(TOP_KEYS + 1);
-        for shard in &*self.shards {
-            for (&key_id, &place) in shard.lock().iter() {
+        // In index order; every other path holds at most one shard lock at a time.
+        let shards: Vec<_> = self.shards.iter().map(|shard| shard.lock()).collect();
+        for ids in &shards {
+            for (&key_id, &place) in ids.iter() {
                 let in_flight = self.places.get(place).map_or(0, Place::count);
                 if in_flight == 0 {
                     continue;
@@ -454,6 +503,8 @@ struct Place {
     queued: AtomicBool,
     /// The id mapped to it last (set under that id's shard lock, before the generation).
     id: AtomicU64,
+    /// A home place free to claim (retired, count 0, unmapped); always false elsewhere.
+    vacant: AtomicBool,
 }
 
 /// A place's flag: unmapped with count 0, to be reused only with a new generation.
@@ -493,9 +544,10 @@ impl Place {
     }
 }
 
-/// The hints of a table of `max_keys` keys: as many, rounded up to a power of two, between
-/// 64 and 2^14 (4 bytes each: at most 64 KiB, whatever `max_keys` is). A hint shared by
-/// two busy keys only sends the one not named there to the lock.
+/// The hints and home places of a table of `max_keys` keys: as many, rounded up to a power
+/// of two, between 64 and 2^14 (4 + 24 bytes each: at most 448 KiB, whatever `max_keys`
+/// is). A home or hint shared by two busy keys only sends the one not named there to the
+/// lock.
 fn hint_slots(max_keys: u32) -> usize {
     (max_keys as usize).next_power_of_two().clamp(64, 1 << 14)
 }
@@ -505,19 +557,32 @@ const FIRST_BITS: u32 = 6;
 /// Enough buckets for every `u32` index.
 const BUCKETS: usize = 27;
 
-/// The keys' counts at fixed indexes: buckets allocated as the table first needs them,
-/// never moved or freed while the table lives; freed places are reused first.
+/// The keys' counts at fixed indexes, never moved or freed while the table lives. The first
+/// `homes` indexes are *home places*, one array made at the first claim; a key whose home
+/// (`KeyTable::home_of`) is vacant when it is mapped claims it, and is found there with
+/// no hint. The indexes after them are other places, in buckets allocated as the table
+/// first needs them; freed ones are reused first.
 #[derive(Default)]
 struct Places {
+    homes: u32,
+    home: OnceLock<Box<[Place]>>,
     buckets: [OnceLock<Box<[Place]>>; BUCKETS],
-    /// Places handed out so far (the next new index).
+    /// Other places handed out so far (the next new one is `homes + next`).
     next: AtomicU32,
-    /// Places unmapped by a sweep, count 0, to be reused.
+    /// Other places unmapped by a sweep, count 0, to be reused.
     free: Mutex<Vec<u32>>,
 }
 
 impl Places {
-    /// Bucket and offset of index `i`.
+    /// Places with `homes` home places.
+    fn with_homes(homes: u32) -> Self {
+        Places {
+            homes,
+            ..Places::default()
+        }
+    }
+
+    /// Bucket and offset of the other place `i` (counted from the first after the homes).
     #[inline]
     fn locate(i: u32) -> (usize, usize) {
         let j = u64::from(i) + (1 << FIRST_BITS);
@@ -530,11 +595,50 @@ impl Places {
 
     #[inline]
     fn get(&self, i: u32) -> Option<&Place> {
-        let (bucket, offset) = Self::locate(i);
-        self.buckets.get(bucket)?.get()?.get(offset)
+        match i.checked_sub(self.homes) {
+            None => self.home.get()?.get(i as usize),
+            Some(other) => {
+                let (bucket, offset) = Self::locate(other);
+                self.buckets.get(bucket)?.get()?.get(offset)
+            }
+        }
     }
 
-    /// A place with count 0: a freed one, or a new one.
+    /// The home places, made (vacant, retired, count 0) if they were not. A call reads
+    /// them through `OnceLock::get`, which sees them made; the loom models make them
+    /// before any thread starts, as loom cannot see the `OnceLock`'s ordering.
+    fn homes(&self) -> &[Place] {
+        self.home.get_or_init(|| {
+            (0..self.homes)
+                .map(|_| Place {
+                    word: AtomicU64::new(RETIRED),
+                    vacant: AtomicBool::new(true),
+                    ..Place::default()
+                })
+                .collect()
+        })
+    }
+
+    /// Home place `home`, if it is vacant: claimed, retired with count 0.
+    fn claim_home(&self, home: u32) -> Option<u32> {
+        self.homes()
+            .get(home as usize)?
+            .vacant
+            .compare_exchange(true, false, Acquire, Relaxed)
+            .ok()
+            .map(|_| home)
+    }
+
+    /// Frees an unmapped, retired place: a home place turns vacant, another joins `free`.
+    fn release(&self, place: u32, free: &mut Vec<u32>) {
+        if place >= self.homes {
+            free.push(place);
+        } else if let Some(p) = self.get(place) {
+            p.vacant.store(true, Release);
+        }
+    }
+
+    /// A place other than a home with count 0: a freed one, or a new one.
     fn take(&self) -> u32 {
         if let Some(place) = self.free.lock().pop() {
             return place;
@@ -546,7 +650,7 @@ impl Places {
                 .map(|_| Place::default())
                 .collect()
         });
-        i
+        self.homes + i
     }
 }
 
