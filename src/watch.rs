@@ -321,7 +321,7 @@ struct Follower {
     state: Arc<WatchState>,
     /// The contents last read, applied or not: the same contents are not applied (or
     /// reported) twice.
-    last_seen: Option<Result<String, String>>,
+    last_seen: Option<Result<String, Diagnostics>>,
     /// Records this watcher's deploys in `state`.
     _listening: DeploySubscription,
 }
@@ -350,7 +350,8 @@ impl Follower {
     /// path ([`Registry::deploy_with`](crate::Registry::deploy_with)).
     fn check(&mut self) -> Result<(), String> {
         let path = self.watch.path.display().to_string();
-        let read = bulkhead_config::read_deploy_file(&self.watch.path).map_err(|e| e.to_string());
+        let read = bulkhead_config::read_deploy_file(&self.watch.path)
+            .map_err(|e| Diagnostics::of_read_error(&*path, &e));
         if self.last_seen.as_ref() == Some(&read) {
             return Ok(());
         }
@@ -364,10 +365,8 @@ impl Follower {
                 }
                 deploy.install_as(&path)
             }
-            Err(reason) => crate::deploy::apply(&path, self.watch.strict, |_| {
-                Err(DeployError::Invalid(Diagnostics::unreadable(
-                    &*path, reason,
-                )))
+            Err(problems) => crate::deploy::apply(&path, self.watch.strict, |_| {
+                Err(DeployError::Invalid(problems))
             }),
         };
         DEPLOYING.set(0);

@@ -35,9 +35,10 @@ fn an_unset_url_variable_is_refused_with_the_key_and_the_way_out() {
             && error.message.contains("start_anyway: true"),
         "{error}"
     );
+    // At the `redis:` value that names the variable, not at the bulkhead's name.
     assert_eq!(
-        (error.file.as_str(), error.line),
-        ("deploy.yaml", 2),
+        (error.file.as_str(), error.line, error.column),
+        ("deploy.yaml", 8, 23),
         "{error}"
     );
 

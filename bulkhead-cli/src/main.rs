@@ -19,8 +19,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use bulkhead_config::{
-    CheckReport, ClusterLimitConfig, Diagnostics, Duration, Layers, Limits, OnFull, OnStoreError,
-    RateLimitConfig, RateLimitStore, escape_controls, worst_case_queue_wait,
+    CheckReport, ClusterLimitConfig, Diagnostics, Duration, Layers, Limits, NotUtf8, OnFull,
+    OnStoreError, RateLimitConfig, RateLimitStore, escape_controls, worst_case_queue_wait,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -159,12 +159,24 @@ fn emit(text: &str, status: ExitCode) -> ExitCode {
     }
 }
 
-/// A file's text (at most the size limit and one byte more, so `/dev/zero` or an endless
-/// pipe costs 1 MiB, then is refused as too large), or exit 2.
-fn read(path: &str) -> Result<String, ExitCode> {
-    bulkhead_config::read_source(path).map_err(|e| {
+/// Why a file gives no text: a problem of the file, reported as the others are (exit 1),
+/// or a file that cannot be read at all (exit 2, said on standard error).
+enum Unread {
+    Problem(Diagnostics),
+    Failed(ExitCode),
+}
+
+/// A file's text, read as the run-time deploy path reads it (`read_deploy_file`: at most the
+/// size limit and one byte more), except that a named pipe or a device is read as a stream
+/// (`read_input`: `<(…)`, `/dev/stdin`; a pipe with no writer is an error, never a wait);
+/// a file that is not UTF-8 is a problem at its first invalid byte.
+fn read(path: &str) -> Result<String, Unread> {
+    bulkhead_config::read_input(path).map_err(|e| {
+        if let Some(at) = NotUtf8::of(&e) {
+            return Unread::Problem(at.diagnostics(path));
+        }
         eprintln!("bulkhead: cannot read {}: {e}", escape_controls(path));
-        ExitCode::from(USAGE)
+        Unread::Failed(ExitCode::from(USAGE))
     })
 }
 
@@ -202,21 +214,31 @@ fn check(
     deny_warnings: bool,
     strict: bool,
 ) -> ExitCode {
+    let mut report = CheckReport::new();
     let declared = match against {
         Some(path) => match read(path) {
             Ok(text) => Some((path, text)),
-            Err(code) => return code,
+            Err(Unread::Problem(problems)) => {
+                // No declarations to check the deploys against: this is the report.
+                report.extend(problems);
+                return finish(&report, format, deny_warnings);
+            }
+            Err(Unread::Failed(code)) => return code,
         },
         None => None,
     };
-    let mut report = CheckReport::new();
     if let Some((path, text)) = &declared {
         report.add_source(path, text);
     }
     for file in files {
         let text = match read(file) {
             Ok(text) => text,
-            Err(code) => return code,
+            Err(Unread::Problem(problems)) => {
+                report.extend(problems);
+                report.add_file(file);
+                continue;
+            }
+            Err(Unread::Failed(code)) => return code,
         };
         let result = match &declared {
             None => bulkhead_config::parse_file(file, &text).map(|p| p.warnings),
@@ -242,6 +264,11 @@ fn check(
         report.add_file(file);
         report.add_source(file, &text);
     }
+    finish(&report, format, deny_warnings)
+}
+
+/// Prints `check`'s report and gives its exit status.
+fn finish(report: &CheckReport, format: Format, deny_warnings: bool) -> ExitCode {
     let text = match format {
         Format::Json => report.json(),
         Format::Human => report.human(),
@@ -258,7 +285,11 @@ fn explain(path: &str, against: Option<&str>) -> ExitCode {
                 report.add_source(file, &text);
                 texts.push(text);
             }
-            Err(code) => return code,
+            Err(Unread::Problem(problems)) => {
+                report.extend(problems);
+                return emit(&report.rendered(), ExitCode::from(PROBLEMS));
+            }
+            Err(Unread::Failed(code)) => return code,
         }
     }
     let layers = match (against, texts.as_slice()) {

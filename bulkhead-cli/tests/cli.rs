@@ -408,34 +408,110 @@ fn temp_file(name: &str, text: &str) -> TempFile {
 }
 
 #[test]
-fn check_reads_no_more_than_the_size_limit_of_an_endless_input() {
-    // `/dev/zero` never ends: the check reads 1 MiB and a byte, then refuses it.
-    if Path::new("/dev/zero").exists() {
-        let out = check_hostile(Path::new("/dev/zero"));
-        assert!(out.contains("larger than 1048576 bytes (1 MiB)"), "{out}");
-    }
-    // A FIFO fed without end by a writer, which stops when the check closes it.
-    let fifo = std::env::temp_dir().join(format!("bulkhead-fifo-{}", std::process::id()));
-    let made = Command::new("mkfifo").arg(&fifo).status();
-    if !made.is_ok_and(|s| s.success()) {
-        eprintln!("skipped the FIFO case: `mkfifo` is not available (install coreutils to run it)");
-        return;
-    }
-    let writer_path = fifo.clone();
-    let writer = std::thread::spawn(move || {
-        use std::io::Write as _;
-        let mut pipe = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&writer_path)
-            .unwrap();
-        let chunk = "y\n".repeat(4096);
-        // Ends with an error (a broken pipe) once the reader has read enough and left.
-        while pipe.write_all(chunk.as_bytes()).is_ok() {}
-    });
-    let out = check_hostile(&fifo);
-    writer.join().unwrap();
-    let _ = std::fs::remove_file(&fifo);
+fn check_refuses_a_file_over_the_size_limit() {
+    let big = temp_file(
+        "big.yaml",
+        &format!("# {}\nbulkheads: {{}}\n", "x".repeat(1 << 20)),
+    );
+    let out = check_hostile(&big);
     assert!(out.contains("larger than 1048576 bytes (1 MiB)"), "{out}");
+}
+
+/// Runs `bulkhead ARGS` and gives its exit status and what it printed, failing the test if
+/// it has not exited within 10 seconds (a read blocked on a pipe would never return).
+fn bulkhead_within_10s(args: &[&str]) -> (Option<i32>, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bulkhead"));
+    command.args(args);
+    within_10s(command, &args.join(" "))
+}
+
+/// Runs `command`, failing the test if it has not exited within 10 seconds.
+fn within_10s(mut command: Command, what: &str) -> (Option<i32>, String) {
+    use std::io::Read as _;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the command");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`{what}` had not exited after 10 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut text = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    (status.code(), text)
+}
+
+/// A named pipe with no writer (opening it as a file would wait for one forever) is an
+/// error at once, exit 2, in every command; the run-time deploy path refuses it by its
+/// type. A pipe with a writer (`<(…)`) is read, and an endless device is read up to the
+/// size limit and refused as too large (exit 1), like a file.
+#[cfg(unix)]
+#[test]
+fn every_command_reads_a_pipe_with_a_writer_and_never_waits_for_one_without() {
+    let config = temp_file("fifo-dir.yaml", "");
+    let fifo = config.with_file_name("no-writer.yaml");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    assert!(
+        made.is_ok_and(|s| s.success()),
+        "mkfifo (coreutils) is needed for this test"
+    );
+    let fifo_path = fifo.to_string_lossy().into_owned();
+    let valid = corpus("valid/three-classes.yaml");
+    for args in [
+        vec!["check", fifo_path.as_str()],
+        vec!["check", "--against", fifo_path.as_str(), valid.as_str()],
+        vec!["check", "--against", valid.as_str(), fifo_path.as_str()],
+        vec!["explain", fifo_path.as_str()],
+        vec!["explain", "--against", valid.as_str(), fifo_path.as_str()],
+    ] {
+        let (code, text) = bulkhead_within_10s(&args);
+        assert_eq!(code, Some(2), "{args:?}: {text}");
+        assert!(
+            text.contains("it is a named pipe (FIFO) and nothing was written to it"),
+            "{args:?}: {text}"
+        );
+    }
+    let library = bulkhead_config::read_deploy_file(&fifo)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(library, "it is a named pipe (FIFO), not a regular file");
+    std::fs::remove_file(&fifo).unwrap();
+
+    // Process substitution: the file is a pipe a shell's child writes.
+    let mut piped = Command::new("bash");
+    piped.arg("-c").arg(format!(
+        "{} check <(cat {valid})",
+        env!("CARGO_BIN_EXE_bulkhead")
+    ));
+    let (code, text) = within_10s(piped, "bulkhead check <(cat …)");
+    assert_eq!(code, Some(0), "bash is needed for this test: {text}");
+    assert!(text.contains("no problems"), "{text}");
+
+    if Path::new("/dev/zero").exists() {
+        let (code, text) = bulkhead_within_10s(&["check", "/dev/zero"]);
+        assert_eq!(code, Some(1), "{text}");
+        assert!(text.contains("the file is larger than"), "{text}");
+    }
 }
 
 #[test]
@@ -560,4 +636,118 @@ fn a_deploy_checked_alone_gets_a_hint_at_against_and_explain_layers_it() {
     // The deploy's sizes over the declaration's (20..40 threads, 10 permits there).
     assert!(row("payment ").contains("20 permits"), "{table}");
     assert!(row("product-detail ").contains("20..60 threads"), "{table}");
+}
+
+#[test]
+#[cfg(unix)]
+fn explain_refuses_a_bulkhead_variable_whose_name_or_value_is_not_utf8() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt as _;
+    let value = (
+        "BULKHEAD_ORDER__MAX_THREADS".into(),
+        OsString::from_vec(b"\xff5".to_vec()),
+    );
+    let name = (
+        OsString::from_vec(b"BULKHEAD_ORDER\xff\x1b__MAX_THREADS".to_vec()),
+        "7".into(),
+    );
+    for ((var, val), shown, what) in [
+        (value, "BULKHEAD_ORDER__MAX_THREADS", "value"),
+        (name, "BULKHEAD_ORDER\u{fffd}\\u{1b}__MAX_THREADS", "name"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+            .args(["explain", &corpus("valid/three-classes.yaml")])
+            .env(var, val)
+            .output()
+            .unwrap();
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        assert!(
+            text.starts_with(&format!(
+                "environment variable {shown}: error: the {what} of `{shown}` is not UTF-8 text"
+            )),
+            "{text}"
+        );
+    }
+    // A variable that is not a `BULKHEAD_…` one is none of its business.
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["explain", &corpus("valid/three-classes.yaml")])
+        .env("OTHER", OsString::from_vec(b"\xff".to_vec()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+/// A store whose `${NAME}` cannot give a Redis URL (unset, or set to another scheme) is an
+/// error at the `redis:` value of the deploy, as a bad URL written in place is.
+#[test]
+fn check_against_places_an_unusable_store_variable_at_its_value() {
+    let declared = temp_file(
+        "declared.yaml",
+        "bulkheads:\n  p: { kind: semaphore }\n  q: { kind: semaphore }\n",
+    );
+    let deploy = temp_file(
+        "deploy.yaml",
+        "bulkheads:\n  p:\n    cluster:\n      store:\n        redis: \"${CLI_TEST_UNSET_URL}\"\n        replicas: 2\n  q:\n    rate_limit: { limit_for_period: 5, refresh_period: 1s, scope: cluster, store: { redis: \"${CLI_TEST_HTTP_URL}\" } }\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_bulkhead"))
+        .args(["check", "--against"])
+        .args([&*declared, &*deploy])
+        .env_remove("CLI_TEST_UNSET_URL")
+        .env("CLI_TEST_HTTP_URL", "http://cache:6379")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let file = deploy.display();
+    assert!(
+        text.contains(&format!(
+            "{file}:5:16: error: bulkheads.p.cluster.store.redis: "
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{file}:8:92: error: bulkheads.q.rate_limit.store.redis: "
+        )),
+        "{text}"
+    );
+}
+
+/// A file that is not UTF-8 is a problem of the file at its first invalid byte (exit 1),
+/// reported with the words the run-time deploy path uses for it.
+#[test]
+fn check_reports_a_file_that_is_not_utf8_at_its_first_invalid_byte() {
+    let file = temp_file("latin1.yaml", "");
+    std::fs::write(
+        &*file,
+        b"bulkheads:\n  p: { kind: semaphore }\n  q: { kind: semaphore, max_wait: \"\xff\" }\n",
+    )
+    .unwrap();
+    let path = file.to_string_lossy().into_owned();
+    let expected = format!(
+        "{path}:3:36: error: the file is not UTF-8 text: byte 71 (0xff), at this line and \
+         column, is not part of a UTF-8 character; a config must be UTF-8, so save it as UTF-8"
+    );
+    for args in [
+        vec!["check", path.as_str()],
+        vec!["explain", path.as_str()],
+        vec!["check", "--against", path.as_str(), path.as_str()],
+    ] {
+        let out = bulkhead(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stdout(&out));
+        assert_eq!(
+            stdout(&out).lines().next(),
+            Some(expected.as_str()),
+            "{args:?}"
+        );
+    }
+    let json = stdout(&bulkhead(&["check", "--format", "json", &path]));
+    assert!(
+        json.contains(r#""line":3"#) && json.contains(r#""column":36"#),
+        "{json}"
+    );
+    let deploy = bulkhead::check_deploy(&[&*file], false);
+    assert_eq!(deploy.exit_status(), 1);
+    assert_eq!(deploy.human().lines().next(), Some(expected.as_str()));
 }

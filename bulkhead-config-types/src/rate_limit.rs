@@ -108,27 +108,45 @@ pub struct RateLimitStore {
 }
 
 /// `url` with its credentials hidden, for anything printed: `redis://:secret@host:6379`
-/// becomes `redis://…@host:6379`. A URL without `@` (or `${NAME}`) is returned as is.
+/// becomes `redis://…@host:6379`. A URL whose part after `://` is not a plain
+/// `host[:port]` (with no `@`, such as `redis://:secret` written without its host) is
+/// shown as `redis://…`, and a value without `://` but with an `@` as `…`: either may be
+/// a secret written wrongly. A URL without credentials (or `${NAME}`) is returned as is.
 ///
 /// ```
 /// use bulkhead::config::redact_url;
 /// assert_eq!(redact_url("redis://:s3cret@redis.internal:6379/0"), "redis://…@redis.internal:6379/0");
 /// assert_eq!(redact_url("redis://redis.internal:6379"), "redis://redis.internal:6379");
+/// assert_eq!(redact_url("redis://:s3cret"), "redis://…");
 /// assert_eq!(redact_url("${REDIS_URL}"), "${REDIS_URL}");
 /// ```
 pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..]).into()
-        }
+    if url.starts_with("${") && url.ends_with('}') {
+        return url.into();
+    }
+    let Some(scheme) = url.find("://") else {
         // No scheme but an `@`: all of it may be a secret written wrongly.
-        (None, Some(_)) => "…".into(),
-        _ => url.into(),
+        return if url.contains('@') {
+            "…".into()
+        } else {
+            url.into()
+        };
+    };
+    let rest = &url[scheme + 3..];
+    if let Some(at) = rest.rfind('@') {
+        return format!("{}://…@{}", &url[..scheme], &rest[at + 1..]).into();
+    }
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    if host_port(authority).is_ok() {
+        url.into()
+    } else {
+        format!("{}://…", &url[..scheme]).into()
     }
 }
 
-/// `text` with the user part of every URL in it (`scheme://user:password@`) written `…`,
-/// as [`redact_url`] shows one URL: for quoting a line of a file that may hold a URL.
+/// `text` with the credentials of every URL in it written `…`, as [`redact_url`] shows
+/// one URL, and the part before the `@` of any other word holding one: for quoting a line
+/// of a file that may hold a URL, whole or cut anywhere.
 ///
 /// ```
 /// use bulkhead::config::redact_credentials;
@@ -136,33 +154,80 @@ pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
 ///     redact_credentials(r#"store: { redis: "redis://:s3cret@cache:6379/0" }"#),
 ///     r#"store: { redis: "redis://…@cache:6379/0" }"#,
 /// );
+/// assert_eq!(redact_credentials(r#"redis: "s3cret@cache:6379""#), r#"redis: "…@cache:6379""#);
 /// assert_eq!(redact_credentials("max_wait: 250ms"), "max_wait: 250ms");
 /// ```
 pub fn redact_credentials(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains("://") {
+    if !text.contains("://") && !text.contains('@') {
         return text.into();
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(scheme) = rest.find("://") {
-        let (head, tail) = rest.split_at(scheme + 3);
-        out.push_str(head);
-        // The authority ends where a URL cannot go on in YAML or JSON.
-        let end = tail
-            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '/' | ',' | '}' | ']'))
-            .unwrap_or(tail.len());
-        let (authority, after) = tail.split_at(end);
-        match authority.rfind('@') {
-            Some(at) => {
-                out.push('…');
-                out.push_str(&authority[at..]);
-            }
-            None => out.push_str(authority),
+    // Words end where a value cannot go on in YAML or JSON.
+    let is_end =
+        |c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | '{' | '}' | '[' | ']');
+    while !rest.is_empty() {
+        let word_len = rest.find(is_end).unwrap_or(rest.len());
+        let (word, after) = rest.split_at(word_len);
+        if word.contains("://") {
+            out.push_str(&redact_url(word));
+        } else if let Some(at) = word.rfind('@') {
+            out.push('…');
+            out.push_str(&word[at..]);
+        } else {
+            out.push_str(word);
         }
-        rest = after;
+        let ends = after.find(|c: char| !is_end(c)).unwrap_or(after.len());
+        out.push_str(&after[..ends]);
+        rest = &after[ends..];
     }
-    out.push_str(rest);
     out.into()
+}
+
+/// Checks the `host[:port]` part of a URL (after `scheme://` and any `user:password@`):
+/// a host name, IPv4 or `[IPv6]` address, and a port from 1 to 65535 if one is given.
+fn host_port(authority: &str) -> Result<(), &'static str> {
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (address, after) = v6
+            .split_once(']')
+            .ok_or("has an unclosed `[` in its host")?;
+        if address.is_empty()
+            || !address
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.'))
+        {
+            return Err("has no host");
+        }
+        match after {
+            "" => (address, None),
+            _ => (
+                address,
+                Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or("has text after its `[host]`")?,
+                ),
+            ),
+        }
+    } else {
+        match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("has no host");
+    }
+    if !host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+    {
+        return Err("has a host that is not a name or an address");
+    }
+    match port.map(str::parse::<u16>) {
+        Some(Ok(0) | Err(_)) => Err("has a port that is not a number from 1 to 65535"),
+        _ => Ok(()),
+    }
 }
 
 impl std::fmt::Debug for RateLimitStore {
@@ -246,16 +311,26 @@ impl RateLimitStore {
 /// only `redis://` over TCP is spoken. The one rule for literal URLs (checked when the
 /// config is parsed) and for the values of `${NAME}` variables (checked at start-up).
 pub(crate) fn url_problem(url: &str) -> Option<&'static str> {
-    match url.strip_prefix("redis://") {
-        None => Some(
+    let Some(rest) = url.strip_prefix("redis://") else {
+        return Some(
             "is not a Redis URL: write `redis://[:password@]host[:port][/db]` (TLS \
              `rediss://` and Unix sockets are not supported)",
-        ),
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
-            Some("has no host: write `redis://[:password@]host[:port][/db]`")
-        }
-        Some(_) => None,
+        );
+    };
+    let rest = rest.rfind('@').map_or(rest, |at| &rest[at + 1..]);
+    let (address, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    if let Err(problem) = host_port(address) {
+        return Some(match problem {
+            "has no host" => "has no host: write `redis://[:password@]host[:port][/db]`",
+            other => other,
+        });
     }
+    let db = path.strip_prefix('/').unwrap_or(path);
+    let db = &db[..db.find(['?', '#']).unwrap_or(db.len())];
+    if !(db.is_empty() || db.parse::<u32>().is_ok()) {
+        return Some("has a database that is not a number: write `redis://host:port/0`");
+    }
+    None
 }
 
 /// What a `scope: cluster` rate limit does when its store cannot answer in time.
@@ -281,5 +356,91 @@ impl OnStoreError {
             OnStoreError::Allow => "allow",
             OnStoreError::Refuse => "refuse",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{redact_credentials, redact_url, url_problem};
+
+    const SECRET: &str = "Hunter2SECRETpw";
+
+    /// Written wrongly in every way seen in the field, and cut where a quoted window of a
+    /// line may cut it.
+    fn wrong_urls() -> Vec<String> {
+        let mut urls: Vec<String> = [
+            "redis://:SECRET",
+            "redis://user:SECRET",
+            "redis://:SECRET/0",
+            "SECRET@redis.internal:6379",
+            "redis:/:SECRET@h",
+            "redis://:SECRET@h:notaport/0",
+            "redis://:SE@CRET@h:6379",
+            "redis://:SE/CRET@h:6379",
+            "rediss://:SECRET@h",
+        ]
+        .iter()
+        .map(|u| u.replace("SECRET", SECRET))
+        .collect();
+        let whole = format!("redis://:{SECRET}@h:6379/0");
+        urls.extend((12..whole.len()).map(|cut| whole[..cut].to_owned()));
+        urls
+    }
+
+    #[test]
+    fn no_password_is_shown_however_the_url_is_written_or_cut() {
+        for url in wrong_urls() {
+            assert!(
+                !redact_url(&url).contains("SECRET"),
+                "{url}: {}",
+                redact_url(&url)
+            );
+            let line = format!(r#"    store: {{ redis: "{url}" }}"#);
+            let quoted = redact_credentials(&line);
+            assert!(!quoted.contains("SECRET"), "{line}: {quoted}");
+            let bare = format!("redis: {url}");
+            assert!(!redact_credentials(&bare).contains("SECRET"), "{bare}");
+        }
+    }
+
+    #[test]
+    fn a_url_without_credentials_is_shown_as_is() {
+        for url in [
+            "redis://redis.internal",
+            "redis://redis.internal:6379/2",
+            "redis://10.0.0.7:6380",
+            "redis://[::1]:6379/0",
+            "redis://cache?protocol=resp3",
+        ] {
+            assert_eq!(redact_url(url), url);
+            assert_eq!(url_problem(url), None, "{url}");
+        }
+        assert_eq!(
+            redact_credentials("max_wait: 250ms, name: payment"),
+            "max_wait: 250ms, name: payment"
+        );
+    }
+
+    #[test]
+    fn a_url_redis_cannot_use_is_refused_with_the_reason() {
+        for (url, reason) in [
+            ("redis://:pw", "no host"),
+            ("redis://:pw@", "no host"),
+            ("redis://", "no host"),
+            ("redis:///0", "no host"),
+            ("redis://:pw@h:notaport/0", "not a number from 1"),
+            ("redis://h:0", "not a number from 1"),
+            ("redis://h:65536", "not a number from 1"),
+            ("redis://h/zero", "database"),
+            ("redis://[::1/0", "`[`"),
+            ("redis://h$st:6379", "name or an address"),
+            ("rediss://h", "not a Redis URL"),
+            ("h:6379", "not a Redis URL"),
+        ] {
+            let problem = url_problem(url).unwrap_or_else(|| panic!("{url} was taken"));
+            assert!(problem.contains(reason), "{url}: {problem}");
+        }
+        assert_eq!(url_problem("redis://:pw@h:6379/0"), None);
+        assert_eq!(url_problem("redis://user:p@ss/w:rd@h"), None);
     }
 }

@@ -188,7 +188,9 @@ pub struct Diagnostics(Vec<Diagnostic>);
 
 impl Diagnostics {
     /// The one error of a deploy file that could not be read (missing, not a regular
-    /// file, not UTF-8, …): `FILE: error: cannot read the deploy file: REASON`.
+    /// file, …): `FILE: error: cannot read the deploy file: REASON`. A file that is not
+    /// UTF-8 is read, and is an error at its first invalid byte
+    /// ([`Diagnostics::of_read_error`]).
     pub fn unreadable(file: impl Into<String>, reason: impl fmt::Display) -> Self {
         Diagnostics::from(vec![Diagnostic::unplaced(
             Severity::Error,

@@ -88,7 +88,9 @@ pub struct BulkheadSpec {
     pub on_full: Option<OnFull>,
     /// Thread pool: the longest a call waits in the queue. At this deadline its caller gets
     /// `QueueTimeout` (with the input back) even while every worker is busy, and the task is
-    /// taken out of the queue: it never runs. Default: none.
+    /// taken out of the queue: it never runs. A live change bounds the calls queued after
+    /// it; a call already queued keeps the deadline it was queued with (none, if there was
+    /// none). Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_queue_wait: Option<Duration>,
     /// Thread pool: worker threads are named `<prefix><n>`. Default: the bulkhead's name and `-`.

@@ -39,6 +39,7 @@ mod lint;
 mod pool_sizing;
 mod report;
 mod shares_lint;
+mod source;
 mod stores;
 mod yaml;
 
@@ -56,6 +57,7 @@ pub use layers::{ENV_PREFIX, Layers, ResolvedDeploy, env_var_name};
 pub use lint::{LONG_QUEUE_WARNING, TOTAL_THREADS_WARNING, worst_case_queue_wait};
 pub use pool_sizing::{Suggestion, suggest};
 pub use report::{CheckReport, render};
+pub use source::{NotUtf8, read_deploy_file, read_input};
 pub use yaml::{MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES};
 
 /// A config that parsed and validated: the resolved bulkheads and the lints' warnings.
@@ -71,6 +73,9 @@ pub struct Parsed {
     pub undeclared: Vec<UndeclaredName>,
     /// Where each bulkhead's name was written.
     locations: BTreeMap<String, diagnostic::Location>,
+    /// Where each bulkhead's cluster stores' `redis` values were written: (bulkhead,
+    /// `rate_limit.store` or `cluster.store`) → (key path, location of the value).
+    store_urls: check::StoreUrls,
 }
 
 impl Parsed {
@@ -93,6 +98,7 @@ impl Parsed {
             warnings: Diagnostics::new(),
             undeclared: Vec::new(),
             locations,
+            store_urls: check::StoreUrls::new(),
         }
     }
 
@@ -102,128 +108,9 @@ impl Parsed {
             warnings: checked.warnings,
             undeclared: Vec::new(),
             locations: checked.locations,
+            store_urls: checked.store_urls,
         }
     }
-}
-
-/// Reads a config file for [`parse_file`]: at most [`MAX_SOURCE_BYTES`] + 1 bytes of it,
-/// so `/dev/zero`, a pipe that never ends or a huge file costs no more than that.
-///
-/// A file within the limit must be UTF-8. A larger one is returned cut after the limit,
-/// and [`parse_file`] refuses it as too large.
-///
-/// # Errors
-///
-/// The I/O error of opening or reading the file, or [`std::io::ErrorKind::InvalidData`]
-/// when a file within the limit is not UTF-8.
-///
-/// ```
-/// let err = bulkhead_config::read_source("/nonexistent/bulkheads.yaml").unwrap_err();
-/// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
-/// ```
-pub fn read_source(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
-    use std::io::Read as _;
-    let limit = MAX_SOURCE_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(limit)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() > MAX_SOURCE_BYTES {
-        return Ok(String::from_utf8_lossy(&bytes).into_owned());
-    }
-    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-}
-
-/// Reads a deploy file: [`read_source`]'s limit and UTF-8 rule, for a regular file only,
-/// and never blocking. A named pipe, socket, device or directory is refused by its type
-/// before it is read (a pipe renamed over a watched file must not block its reader); the
-/// file is opened non-blocking and checked again once open (it may have been swapped in
-/// between). Symbolic links are followed; a loop of them is an error.
-///
-/// # Errors
-///
-/// An [`std::io::Error`] whose message says what is wrong in the reader's terms: not
-/// found, a symbolic-link loop, not a regular file (and what it is), not UTF-8.
-///
-/// ```
-/// let dir = std::env::temp_dir();
-/// let err = bulkhead_config::read_deploy_file(&dir).unwrap_err();
-/// assert!(err.to_string().contains("a directory, not a regular file"), "{err}");
-/// ```
-pub fn read_deploy_file(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
-    use std::io::{Error, ErrorKind, Read as _};
-    let path = path.as_ref();
-    let explain = |e: Error| -> Error {
-        #[cfg(unix)]
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            return Error::new(
-                e.kind(),
-                "its path is a loop of symbolic links (each points, in the end, at another)",
-            );
-        }
-        if e.kind() == ErrorKind::NotFound {
-            return Error::new(e.kind(), "there is no such file");
-        }
-        e
-    };
-    not_special(&std::fs::metadata(path).map_err(explain)?)?;
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(explain)?;
-    not_special(&file.metadata()?)?;
-    let limit = MAX_SOURCE_BYTES as u64 + 1;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes)?;
-    if bytes.len() > MAX_SOURCE_BYTES {
-        return Ok(String::from_utf8_lossy(&bytes).into_owned());
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidData,
-            format!(
-                "it is not UTF-8 text (the byte at offset {} is not); save it as UTF-8",
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })
-}
-
-/// Refuses anything but a regular file, saying what it is.
-fn not_special(metadata: &std::fs::Metadata) -> std::io::Result<()> {
-    if metadata.is_file() {
-        return Ok(());
-    }
-    let what = if metadata.is_dir() {
-        "a directory"
-    } else {
-        special_kind(metadata)
-    };
-    Err(std::io::Error::new(
-        std::io::ErrorKind::InvalidInput,
-        format!("it is {what}, not a regular file"),
-    ))
-}
-
-#[cfg(unix)]
-fn special_kind(metadata: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt as _;
-    let kind = metadata.file_type();
-    if kind.is_fifo() {
-        "a named pipe (FIFO)"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_block_device() || kind.is_char_device() {
-        "a device"
-    } else {
-        "a special file"
-    }
-}
-
-#[cfg(not(unix))]
-fn special_kind(_: &std::fs::Metadata) -> &'static str {
-    "a special file"
 }
 
 /// Reads a YAML document the way [`parse_file`] does (same limits, same scalar rules) and

@@ -4,6 +4,7 @@
 //! its answer in the deploy's files.
 
 use crate::Parsed;
+use crate::check::STORE_KEYS;
 use crate::diagnostic::{Diagnostic, Diagnostics, Severity};
 
 impl Parsed {
@@ -30,26 +31,38 @@ impl Parsed {
         for (name, bulkhead) in &self.config.bulkheads {
             let rate = bulkhead.rate_limit.as_ref().and_then(|r| r.cluster_store());
             let leases = bulkhead.cluster.as_ref().map(|c| &c.store);
-            for (store, at) in [(rate, "rate_limit.store"), (leases, "cluster.store")] {
+            for (store, at) in [rate, leases].into_iter().zip(STORE_KEYS) {
                 let Some(store) = store.filter(|s| !s.start_anyway) else {
                     continue;
                 };
-                if let Err(why) = store.url() {
-                    let (file, line, column) = self.declared_at(name).unwrap_or(("deploy", 0, 0));
-                    problems.push(Diagnostic {
-                        line,
-                        column,
-                        ..Diagnostic::unplaced(
-                            Severity::Error,
-                            file,
-                            format!("bulkheads.{name}.{at}.redis"),
-                            format!(
-                                "{why}; or set `start_anyway: true` to start with every \
-                                 decision following `on_store_error`"
-                            ),
-                        )
-                    });
-                }
+                let Err(why) = store.url() else {
+                    continue;
+                };
+                let message = format!(
+                    "{why}; or set `start_anyway: true` to start with every decision \
+                     following `on_store_error`"
+                );
+                // At the `redis:` value (where a `${NAME}` is written); at the entry
+                // for a config built in code, which has no positions.
+                problems.push(match self.store_urls.get(&(name.clone(), at)) {
+                    Some((path, location)) => {
+                        Diagnostic::at(Severity::Error, location, path.clone(), message)
+                    }
+                    None => {
+                        let (file, line, column) =
+                            self.declared_at(name).unwrap_or(("deploy", 0, 0));
+                        Diagnostic {
+                            line,
+                            column,
+                            ..Diagnostic::unplaced(
+                                Severity::Error,
+                                file,
+                                format!("bulkheads.{name}.{at}.redis"),
+                                message,
+                            )
+                        }
+                    }
+                });
             }
         }
         Diagnostics::from(problems)

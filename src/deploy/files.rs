@@ -149,7 +149,7 @@ impl Deploy {
         let path = path.as_ref();
         let name = path.display().to_string();
         let text = bulkhead_config::read_deploy_file(path)
-            .map_err(|e| Diagnostics::unreadable(&*name, e))?;
+            .map_err(|e| Diagnostics::of_read_error(&*name, &e))?;
         self.yaml(&name, &text)
     }
 
@@ -305,8 +305,9 @@ pub fn check_deploy(files: &[impl AsRef<Path>], strict: bool) -> DeployCheck {
         let text = match bulkhead_config::read_deploy_file(path) {
             Ok(text) => text,
             Err(e) => {
-                unreadable = true;
-                report.extend(Diagnostics::unreadable(name, e));
+                // Not UTF-8 is a problem of the file, as the `bulkhead` command says.
+                unreadable |= bulkhead_config::NotUtf8::of(&e).is_none();
+                report.extend(Diagnostics::of_read_error(name, &e));
                 continue;
             }
         };
@@ -352,7 +353,8 @@ impl DeployCheck {
         self.report.json()
     }
 
-    /// 0 clean (warnings allowed), 1 problems, 2 a file could not be read.
+    /// 0 clean (warnings allowed), 1 problems (a file that is not UTF-8 among them), 2 a
+    /// file could not be read.
     pub fn exit_status(&self) -> u8 {
         if self.unreadable {
             2

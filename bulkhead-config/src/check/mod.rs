@@ -41,7 +41,15 @@ pub(crate) struct Checked {
     pub config: Config,
     pub warnings: Diagnostics,
     pub locations: BTreeMap<String, Location>,
+    pub store_urls: StoreUrls,
 }
+
+/// Where each bulkhead's cluster stores' `redis` values were written: (bulkhead, the
+/// store's key — `rate_limit.store` or `cluster.store`) → (key path, value location).
+pub(crate) type StoreUrls = BTreeMap<(String, &'static str), (String, Location)>;
+
+/// The keys of the cluster stores a bulkhead may have.
+pub(crate) const STORE_KEYS: [&str; 2] = ["rate_limit.store", "cluster.store"];
 
 /// Checks a whole document. `declared` is the configuration the code declares, when the
 /// document is a layered deploy: a bulkhead may not change its kind there. `last_file` is
@@ -71,6 +79,7 @@ pub(crate) fn check(
     let resolved = ctx.resolve_all();
     let mut config = Config::default();
     let mut locations = BTreeMap::new();
+    let mut store_urls = StoreUrls::new();
     for (name, (spec, chain)) in &resolved {
         let entry = EntryChain {
             section: "bulkheads",
@@ -78,6 +87,11 @@ pub(crate) fn check(
             chain,
         };
         locations.insert(name.clone(), ctx.name_location("bulkheads", name));
+        for store in STORE_KEYS {
+            let mut key: Vec<&str> = store.split('.').collect();
+            key.push("redis");
+            store_urls.insert((name.clone(), store), ctx.locate(&entry, &key));
+        }
         let Some(kind) = spec.kind else {
             if ctx.was_invalid("bulkheads", name, "kind") {
                 continue;
@@ -144,6 +158,7 @@ pub(crate) fn check(
             config,
             warnings,
             locations,
+            store_urls,
         })
     } else {
         Err(errors)

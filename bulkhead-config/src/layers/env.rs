@@ -78,17 +78,47 @@ fn env_part(s: &str) -> String {
     s.to_ascii_uppercase().replace('-', "_")
 }
 
+/// The error of a `BULKHEAD_…` variable whose name or value (`what`) is not UTF-8.
+fn not_utf8(var: &str, what: &str) -> Diagnostic {
+    let message = if what == "name" {
+        format!(
+            "the name of `{var}` is not UTF-8 text (`\u{fffd}` marks each byte that is not), \
+             so it names no bulkhead or key: write it with upper-case letters, digits and \
+             `_` only, or unset it"
+        )
+    } else {
+        format!(
+            "the value of `{var}` is not UTF-8 text, so it cannot be read as a setting: set \
+             it as UTF-8 text, or unset it"
+        )
+    };
+    Diagnostic::at(Severity::Error, &env_location(var), "", message)
+}
+
 pub(super) fn env_location(var: &str) -> Location {
     Location::new(Arc::from(format!("environment variable {var}")), 0, 0)
 }
 
 impl Layers {
-    /// Adds the process's `BULKHEAD_…` environment variables on top. Variables whose name
-    /// or value is not Unicode cannot be config and are skipped.
+    /// Adds the process's `BULKHEAD_…` environment variables on top. One whose name or
+    /// value is not UTF-8 is an error naming it (written with each invalid byte as `�`),
+    /// never skipped: it was meant as config and cannot be read as such.
     pub fn env(self) -> Self {
-        let vars = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-        self.env_vars(vars)
+        let mut unreadable = Vec::new();
+        let mut vars = Vec::new();
+        for (name, value) in std::env::vars_os() {
+            if !name.as_encoded_bytes().starts_with(ENV_PREFIX.as_bytes()) {
+                continue;
+            }
+            match (name.into_string(), value.into_string()) {
+                (Ok(name), Ok(value)) => vars.push((name, value)),
+                (Ok(name), Err(_)) => unreadable.push(not_utf8(&name, "value")),
+                (Err(name), _) => unreadable.push(not_utf8(&name.to_string_lossy(), "name")),
+            }
+        }
+        let mut layers = self.env_vars(vars);
+        layers.problems.extend(unreadable.into());
+        layers
     }
 
     /// Adds the given variables as the environment layer (tests, or a captured environment).

@@ -256,7 +256,7 @@ impl Layers {
         let path = path.as_ref();
         let name = path.display().to_string();
         let source =
-            crate::read_deploy_file(path).map_err(|e| Diagnostics::unreadable(&*name, e))?;
+            crate::read_deploy_file(path).map_err(|e| Diagnostics::of_read_error(&*name, &e))?;
         self.yaml(&name, &source)
     }
 
