@@ -124,20 +124,9 @@ fn body_text(
             return Err((rejection.status(), unplaced(message)));
         }
     };
-    String::from_utf8(bytes.into()).map_err(|not_utf8| {
-        let bytes = not_utf8.as_bytes();
-        let valid_up_to = not_utf8.utf8_error().valid_up_to();
-        // The prefix is UTF-8: place the first bad byte by lines and characters.
-        let before = String::from_utf8_lossy(&bytes[..valid_up_to]);
-        let line_start = before.rfind('\n').map_or(0, |at| at + 1);
-        let mut placed = unplaced(format!(
-            "the body is not UTF-8 text: byte {valid_up_to} (0x{:02x}) is not part of a \
-             UTF-8 character",
-            bytes[valid_up_to]
-        ));
-        placed.line = before.matches('\n').count() + 1;
-        placed.column = before[line_start..].chars().count() + 1;
-        (StatusCode::BAD_REQUEST, placed)
+    String::from_utf8(bytes.into()).map_err(|e| {
+        let at = bulkhead_config::NotUtf8::at(e.as_bytes(), e.utf8_error());
+        (StatusCode::BAD_REQUEST, at.diagnostic(layer, "body"))
     })
 }
 
