@@ -40,6 +40,9 @@
 //!   dropped before its end — the client went away mid-body — counts the call `cancelled`
 //!   in the bulkhead's stats, not `completed`: from the server's side the work was
 //!   abandoned. (A body with nothing to send ends the call when the response is made.)
+//!   The layer does not apply the bulkhead's `timeout` to the handler; a handler that calls
+//!   an annotated `async fn` gets its `CallTimeout` (504 through `?`), and tower's
+//!   `TimeoutLayer` around the layer bounds a route's whole time.
 //!
 //! # What an outside client sees
 //!

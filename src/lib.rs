@@ -442,9 +442,15 @@ pub use bulkhead_core::{
 /// run time applies to the `async fn`s without a fallback; other functions are not timed.)
 ///
 /// A call into a bulkhead the thread is already inside runs inline instead of waiting on
-/// itself (a pool task that submits to its own full pool would wait for itself forever), and is counted. When the compiler can see it —
-/// an annotated function calling itself, or calling another function of the same `impl`
-/// block or module annotated with the same bulkhead — the build fails instead.
+/// itself (a pool task that submits to its own full pool would wait for itself forever),
+/// and is counted `reentrant`. When the attribute can see it — an annotated function
+/// calling itself, or another function of the same `impl` block or module annotated with
+/// the same bulkhead, by its name (`f(..)`, `self::f(..)`, `Self::f(..)`, `Type::f(..)`,
+/// `self.f(..)`) — the build fails instead. A call it cannot see as one (through a
+/// `crate::` or `super::` path, a function pointer, another module) runs inline as above.
+///
+/// A plain `fn` that returns a future (`impl Future`, `Pin<Box<dyn Future>>`) fails the
+/// build: the permit would be given back before the future runs. Write an `async fn`.
 ///
 /// # Partitions and keys
 ///

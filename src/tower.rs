@@ -33,6 +33,9 @@
 //!   polled, in the permit's scope ([`OwnedPermit::in_scope`]): a call it makes to the same
 //!   bulkhead (a `#[bulkhead]` function behind the route's own layer) runs inline on the
 //!   request's permit, counted re-entrant, instead of waiting for a second one.
+//! * **No call timeout.** The layer does not apply the bulkhead's `timeout` to the inner
+//!   service (that bounds calls made through `#[bulkhead]` and `call_async`): for a bound
+//!   on a request's time, put tower's `TimeoutLayer` around the layer.
 //! * **Drops for an [adaptive](crate::adaptive) limit.** A request whose inner service
 //!   panics, or that is dropped before its response (a `tower::timeout` around the layer),
 //!   counts as a drop; an inner *error* does not by default (a 404 says nothing about load).

@@ -194,7 +194,9 @@ pub struct EventStreams {
 }
 
 impl EventStreams {
-    /// Ends every open event stream now and refuses new ones (`503`).
+    /// Ends every open event stream now and refuses new ones (`503`). A client that has
+    /// stopped reading keeps its connection until it reads or goes away, so bound the
+    /// server's graceful drain too (docs/operations.md shows how).
     pub fn close(&self) {
         self.closed.send_replace(true);
     }
