@@ -213,47 +213,70 @@ impl KeyTable {
     }
 
     /// Counts a call of key `id` in; `None` when the key (or the overflow entry) already
-    /// holds its cap (invariant 4). Without a lock when the key is at its home or its hint
-    /// is right.
-    #[inline]
+    /// holds its cap (invariant 4). By index (the tests' form; calls take
+    /// [`enter_here`](Self::enter_here), then [`enter_locked`](Self::enter_locked)).
+    #[cfg(test)]
     pub(crate) fn enter(&self, id: u64) -> Option<KeyHold> {
+        match self.enter_here(id) {
+            Some(p) => Some(KeyHold::Tracked(p.index)),
+            None => self.enter_locked(id),
+        }
+    }
+
+    /// The lock-free count-in of a call of key `id`, at its home or at the place its hint
+    /// names: the place, or `None` when neither is the key's below its cap, counting
+    /// nothing (the caller then takes [`enter_locked`](Self::enter_locked), which also
+    /// refuses). The place goes back to [`leave_place`](Self::leave_place), which looks
+    /// nothing up.
+    #[inline]
+    pub(crate) fn enter_here(&self, id: u64) -> Option<&Place> {
         let cap = self.max_per_key.load(Relaxed);
         let home = self.home_of(id);
         // A key at its home: one cache line, no hint.
-        if let Some(hold) = self.enter_hinted(home + 1, id, cap) {
-            return Some(hold);
+        if let Some(p) = self.places.home_place(home)
+            && Self::count_in_if_mapped(p, id, cap)
+        {
+            return Some(p);
         }
-        let hint = &self.hints[home as usize];
         // Acquire, pairing with the hint's Release store: the place it names (and its
         // bucket) was made before the hint was left.
-        if let Some(hold) = self.enter_hinted(hint.load(Acquire), id, cap) {
-            return Some(hold);
-        }
-        self.enter_locked(id, cap, hint)
+        let p = self
+            .places
+            .get(self.hints[home as usize].load(Acquire).checked_sub(1)?)?;
+        Self::count_in_if_mapped(p, id, cap).then_some(p)
     }
 
-    /// The lock-free count-in at the place `hint` names (place + 1), if it is `id`'s and
-    /// below `cap`: one compare-and-swap (invariant 1). `None` otherwise, counting
-    /// nothing: the caller takes the lock.
-    #[inline]
+    /// The lock-free count-in at the place `hint` names (place + 1), as
+    /// [`enter_here`](Self::enter_here) takes it (the tests' form).
+    #[cfg(test)]
     fn enter_hinted(&self, hint: u32, id: u64, cap: u32) -> Option<KeyHold> {
         let place = hint.checked_sub(1)?;
         let p = self.places.get(place)?;
+        Self::count_in_if_mapped(p, id, cap).then_some(KeyHold::Tracked(place))
+    }
+
+    /// The count-in at `p` if it is `id`'s and below `cap`: one compare-and-swap
+    /// (invariant 1). False otherwise, counting nothing.
+    #[inline]
+    fn count_in_if_mapped(p: &Place, id: u64, cap: u32) -> bool {
         let word = p.word.load(Acquire);
         // The id stored before the word's generation was published (`Place::reuse`).
         if word & RETIRED != 0 || count_of(word) >= cap || p.id.load(Relaxed) != id {
-            return None;
+            return false;
         }
         p.word
             .compare_exchange(word, word + 1, SeqCst, Relaxed)
-            .ok()
-            .map(|_| KeyHold::Tracked(place))
+            .is_ok()
     }
 
-    /// [`enter`](Self::enter) under the key's shard lock, leaving the hint.
+    /// A call of key `id` counted in under its shard lock, leaving the hint (after
+    /// [`enter_here`](Self::enter_here) found no place); `None` when the key (or the
+    /// overflow entry) holds its cap (invariant 4).
     #[cold]
     #[inline(never)]
-    fn enter_locked(&self, id: u64, cap: u32, hint: &AtomicU32) -> Option<KeyHold> {
+    pub(crate) fn enter_locked(&self, id: u64) -> Option<KeyHold> {
+        let cap = self.max_per_key.load(Relaxed);
+        let hint = &self.hints[self.home_of(id) as usize];
         let shard = self.shard(id);
         {
             let mut ids = shard.lock();
@@ -415,12 +438,18 @@ impl KeyTable {
             KeyHold::Overflow(slot) => self.leave_overflow(slot),
             KeyHold::Tracked(place) => {
                 if let Some(p) = self.places.get(place) {
-                    // Sequentially consistent with `pressure` and the sweep (invariant 2).
-                    if count_of(p.word.fetch_sub(1, SeqCst)) == 1 && self.pressure.load(SeqCst) {
-                        self.went_idle(place, p);
-                    }
+                    self.leave_place(p);
                 }
             }
+        }
+    }
+
+    /// [`leave`](Self::leave) for a call counted in at `p` by [`enter_here`](Self::enter_here).
+    #[inline]
+    pub(crate) fn leave_place(&self, p: &Place) {
+        // Sequentially consistent with `pressure` and the sweep (invariant 2).
+        if count_of(p.word.fetch_sub(1, SeqCst)) == 1 && self.pressure.load(SeqCst) {
+            self.went_idle(p);
         }
     }
 
@@ -443,9 +472,9 @@ impl KeyTable {
 
     /// Lists a place whose key went idle under pressure, unless it is listed already.
     #[cold]
-    fn went_idle(&self, place: u32, p: &Place) {
+    fn went_idle(&self, p: &Place) {
         if !p.queued.swap(true, SeqCst) {
-            self.idle.lock().push(place);
+            self.idle.lock().push(p.index);
         }
     }
 
@@ -495,7 +524,9 @@ impl KeyTable {
 
 /// One tracked key's place.
 #[derive(Default)]
-struct Place {
+pub(crate) struct Place {
+    /// Its index in the table (fixed).
+    index: u32,
     /// The generation (high 32 bits), [`RETIRED`], and its key's calls in flight (the
     /// low 31 bits): invariant 1.
     word: AtomicU64,
@@ -519,6 +550,11 @@ fn count_of(word: u64) -> u32 {
 }
 
 impl Place {
+    /// Its index in the table.
+    pub(crate) fn index(&self) -> u32 {
+        self.index
+    }
+
     /// Its key's calls in flight.
     fn count(&self) -> u32 {
         count_of(self.word.load(Relaxed))
@@ -593,6 +629,12 @@ impl Places {
         )
     }
 
+    /// Home place `i` (below `homes`), once the home places are made.
+    #[inline]
+    fn home_place(&self, i: u32) -> Option<&Place> {
+        self.home.get()?.get(i as usize)
+    }
+
     #[inline]
     fn get(&self, i: u32) -> Option<&Place> {
         match i.checked_sub(self.homes) {
@@ -610,7 +652,8 @@ impl Places {
     fn homes(&self) -> &[Place] {
         self.home.get_or_init(|| {
             (0..self.homes)
-                .map(|_| Place {
+                .map(|index| Place {
+                    index,
                     word: AtomicU64::new(RETIRED),
                     vacant: AtomicBool::new(true),
                     ..Place::default()
@@ -646,8 +689,13 @@ impl Places {
         let i = self.next.fetch_add(1, Relaxed);
         let (bucket, _) = Self::locate(i);
         self.buckets[bucket].get_or_init(|| {
-            (0..(1usize << FIRST_BITS) << bucket)
-                .map(|_| Place::default())
+            // The bucket's first index: the other places of the buckets before it.
+            let first = self.homes + ((1 << FIRST_BITS) << bucket) - (1 << FIRST_BITS);
+            (0..(1u32 << FIRST_BITS) << bucket)
+                .map(|offset| Place {
+                    index: first + offset,
+                    ..Place::default()
+                })
                 .collect()
         });
         self.homes + i

@@ -204,6 +204,21 @@ fn a_key_found_once_is_counted_in_through_its_hint() {
     assert_eq!(t.places.get(place).unwrap().count(), 0);
 }
 
+/// A place knows its own index (a call found without the lock is given back through it):
+/// the home places and the first places of every bucket a table hands out.
+#[test]
+fn every_place_is_found_at_the_index_it_holds() {
+    let t = table(1, 100);
+    let homes = t.places.homes;
+    for _ in 0..1_000 {
+        t.places.take();
+    }
+    t.places.homes();
+    for i in (0..homes).chain(homes..homes + 1_000) {
+        assert_eq!(t.places.get(i).map(Place::index), Some(i));
+    }
+}
+
 #[test]
 fn a_stale_hint_is_never_taken_for_another_keys_place() {
     let t = table(1, 1);
