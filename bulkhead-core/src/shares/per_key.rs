@@ -703,10 +703,12 @@ impl Places {
 }
 
 /// The id `key` is counted under: one hasher, seeded once per process, for every bulkhead.
+/// foldhash's `fast` variant: its `quality` variant only adds a bijective finisher, which
+/// changes no collision, and every use of an id mixes it first ([`mix`]).
 #[inline]
 pub(crate) fn key_id<K: Hash + ?Sized>(key: &K) -> u64 {
-    static SEED: OnceLock<foldhash::quality::RandomState> = OnceLock::new();
-    SEED.get_or_init(foldhash::quality::RandomState::default)
+    static SEED: OnceLock<foldhash::fast::RandomState> = OnceLock::new();
+    SEED.get_or_init(foldhash::fast::RandomState::default)
         .hash_one(key)
 }
 
