@@ -226,8 +226,8 @@ impl KeyTable {
     /// The lock-free count-in of a call of key `id`, at its home or at the place its hint
     /// names: the place, or `None` when neither is the key's below its cap, counting
     /// nothing (the caller then takes [`enter_locked`](Self::enter_locked), which also
-    /// refuses). The place goes back to [`leave_place`](Self::leave_place), which looks
-    /// nothing up.
+    /// refuses). The call's hold is the place's index ([`Place::index`]): no hint to
+    /// decode, no lookup of which kind of place an index names.
     #[inline]
     pub(crate) fn enter_here(&self, id: u64) -> Option<&Place> {
         let cap = self.max_per_key.load(Relaxed);
@@ -444,9 +444,9 @@ impl KeyTable {
         }
     }
 
-    /// [`leave`](Self::leave) for a call counted in at `p` by [`enter_here`](Self::enter_here).
+    /// [`leave`](Self::leave) at place `p`.
     #[inline]
-    pub(crate) fn leave_place(&self, p: &Place) {
+    fn leave_place(&self, p: &Place) {
         // Sequentially consistent with `pressure` and the sweep (invariant 2).
         if count_of(p.word.fetch_sub(1, SeqCst)) == 1 && self.pressure.load(SeqCst) {
             self.went_idle(p);
