@@ -1,35 +1,29 @@
 //! What a refused call gets back.
 //!
 //! Every refused call receives exactly one [`BulkheadError`], naming the bulkhead that
-//! refused it. Building one never allocates: its [`BulkheadName`] is copied or shared.
+//! refused it. Building one never allocates: the name is a shared [`BulkheadName`].
 
 use std::fmt;
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
-use smol_str::SmolStr;
-
-/// A bulkhead's name, cheap to clone, and cloned into every refusal's [`BulkheadError`].
-///
-/// A name of up to 23 bytes is kept inline and a `&'static str` by reference: cloning
-/// either is a copy of 24 bytes, so refusing a call and dropping its error touch no shared
-/// counter. A longer name is one shared allocation, reference-counted: each clone and
-/// drop is an atomic add. Registered bulkheads' names are static whatever their length.
-///
-/// ```
-/// use bulkhead::BulkheadName;
-/// let short = BulkheadName::new("payment");
-/// let long = BulkheadName::new("a-name-longer-than-23-bytes");
-/// assert_eq!(short.clone(), short);
-/// assert_eq!(long.as_str(), "a-name-longer-than-23-bytes");
-/// ```
+/// A bulkhead's name, cheap to clone: a `&'static str` (copied) or a shared string
+/// (reference-counted). Names of registered bulkheads are static, so refusing a call and
+/// dropping the error touch no shared counter at all.
 #[derive(Clone)]
-pub struct BulkheadName(SmolStr);
+pub struct BulkheadName(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
 
 impl BulkheadName {
-    /// Makes a name: a copy of `name`, inline if it fits in 23 bytes, else shared.
+    /// Makes a name (a shared copy of `name`).
     pub fn new(name: impl AsRef<str>) -> Self {
-        BulkheadName(SmolStr::new(name))
+        BulkheadName(Repr::Shared(Arc::from(name.as_ref())))
     }
 
     /// Makes a name from a string that lives for the whole program; cloning it is a copy.
@@ -40,12 +34,15 @@ impl BulkheadName {
     /// assert_eq!(PAYMENT, BulkheadName::new("payment"));
     /// ```
     pub const fn from_static(name: &'static str) -> Self {
-        BulkheadName(SmolStr::new_static(name))
+        BulkheadName(Repr::Static(name))
     }
 
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {
-        self.0.as_str()
+        match &self.0 {
+            Repr::Static(name) => name,
+            Repr::Shared(name) => name,
+        }
     }
 }
 
@@ -253,27 +250,5 @@ impl<I> fmt::Display for Refused<I> {
 impl<I: fmt::Debug> std::error::Error for Refused<I> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::BulkheadName;
-
-    #[test]
-    fn a_name_of_up_to_23_bytes_is_kept_inline_and_a_longer_one_shared() {
-        let fits = "a".repeat(23);
-        let longer = "a".repeat(24);
-        assert!(!BulkheadName::new(&fits).0.is_heap_allocated());
-        assert!(BulkheadName::new(&longer).0.is_heap_allocated());
-        assert!(
-            !BulkheadName::from_static("a-static-name-longer-than-23-bytes")
-                .0
-                .is_heap_allocated()
-        );
-        // Whatever its form, a name compares, hashes and prints by its text.
-        assert_eq!(BulkheadName::new(&longer).as_str(), longer);
-        assert_eq!(BulkheadName::new(&fits), BulkheadName::new(fits.as_str()));
-        assert_eq!(std::mem::size_of::<BulkheadName>(), 24);
     }
 }

@@ -86,17 +86,8 @@ pub fn full_semaphore() -> (SemaphoreBulkhead, Occupied) {
     occupy_semaphore(sem.as_semaphore().expect("a semaphore").clone())
 }
 
-/// The same, built by hand (`SemaphoreBulkhead::new("…", …)`) with a name of up to 23
-/// bytes: kept inline, so each refusal copies it.
-pub fn full_semaphore_by_hand() -> (SemaphoreBulkhead, Occupied) {
-    occupy_semaphore(SemaphoreBulkhead::new(
-        "bench-by-hand",
-        &semaphore_config(1),
-    ))
-}
-
-/// The same with a name longer than 23 bytes: shared (reference-counted), so each refusal
-/// clones and drops the name's `Arc`.
+/// The same, built by hand with a shared (reference-counted) name, as
+/// `SemaphoreBulkhead::new("…", …)` makes: each refusal clones and drops the name's `Arc`.
 pub fn full_semaphore_shared_name() -> (SemaphoreBulkhead, Occupied) {
     occupy_semaphore(SemaphoreBulkhead::new(
         "bench-full-semaphore-by-hand",

@@ -19,8 +19,8 @@ use bulkhead_config_types::{Partitions, PerKeyConfig};
 use bulkhead_core::{Partition, SemaphoreBulkhead, ThreadPoolBulkhead};
 
 use crate::fixtures::{
-    QUEUE, WORKERS, configured, full_pool, full_semaphore, full_semaphore_by_hand,
-    full_semaphore_shared_name, pool_config, semaphore_config, tokio_runtime,
+    QUEUE, WORKERS, configured, full_pool, full_semaphore, full_semaphore_shared_name, pool_config,
+    semaphore_config, tokio_runtime,
 };
 use crate::peers::{BoundedBlocking, BoundedPool, CrossbeamPool, RayonPool, wait};
 use crate::workloads::pool_throughput::{
@@ -60,10 +60,6 @@ pub const WORKLOADS: &[ProfileWorkload] = &[
     }),
     ("semaphore-refusal", |n| {
         let (sem, _held) = full_semaphore();
-        profile_loop_semaphore_refusal(&sem, n);
-    }),
-    ("semaphore-refusal-by-hand", |n| {
-        let (sem, _held) = full_semaphore_by_hand();
         profile_loop_semaphore_refusal(&sem, n);
     }),
     ("semaphore-refusal-shared", |n| {

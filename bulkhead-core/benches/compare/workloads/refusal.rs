@@ -5,19 +5,15 @@ use std::hint::black_box;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::fixtures::{
-    full_pool, full_semaphore, full_semaphore_by_hand, full_semaphore_shared_name,
-};
+use crate::fixtures::{full_pool, full_semaphore, full_semaphore_shared_name};
 use crate::harness::{Cell, Row, Settings, each, find, measure, report};
 use crate::workloads::Workload;
 use crate::{alloc, attribute};
 
 pub const ATTRIBUTE_REFUSED: &str = "#[bulkhead] fn refused (Full)";
 pub const SEM_REFUSED: &str = "semaphore: call refused (Full)";
-pub const SEM_BY_HAND_REFUSED: &str =
-    "semaphore built by hand (not registered), name of 13 bytes (inline): call refused (Full)";
 pub const SEM_SHARED_REFUSED: &str =
-    "semaphore built by hand (not registered), name of 28 bytes (shared Arc): call refused (Full)";
+    "semaphore built by hand with an Arc name (not registered): call refused (Full)";
 pub const SEM_TRY_REFUSED: &str = "semaphore: try_acquire refused";
 pub const POOL_REFUSED: &str = "thread pool: call refused (Full)";
 pub const POOL_ASYNC_REFUSED: &str = "thread pool: call_async refused, first poll";
@@ -26,7 +22,6 @@ pub const TOKIO_REFUSED: &str = "tokio Semaphore::try_acquire refused";
 pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let (_attribute, _attribute_held) = attribute::full_attribute();
     let (sem, _sem_held) = full_semaphore();
-    let (by_hand_sem, _by_hand_sem_held) = full_semaphore_by_hand();
     let (shared_sem, _shared_sem_held) = full_semaphore_shared_name();
     let (pool, _pool_held) = full_pool();
     let tokio_sem = tokio::sync::Semaphore::new(1);
@@ -40,9 +35,6 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
             }),
             each(SEM_REFUSED, || {
                 black_box(sem.call(|| 1u64).is_err());
-            }),
-            each(SEM_BY_HAND_REFUSED, || {
-                black_box(by_hand_sem.call(|| 1u64).is_err());
             }),
             each(SEM_SHARED_REFUSED, || {
                 black_box(shared_sem.call(|| 1u64).is_err());
@@ -78,9 +70,6 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     let sem_allocs = allocs_per(&mut || {
         black_box(sem.call(|| 1u64).is_err());
     });
-    let by_hand_sem_allocs = allocs_per(&mut || {
-        black_box(by_hand_sem.call(|| 1u64).is_err());
-    });
     let shared_sem_allocs = allocs_per(&mut || {
         black_box(shared_sem.call(|| 1u64).is_err());
     });
@@ -100,7 +89,6 @@ pub fn run(settings: &Settings, rows: &mut Vec<Row>) {
     for (name, n, target) in [
         (ATTRIBUTE_REFUSED, attribute_allocs, sync_target),
         (SEM_REFUSED, sem_allocs, sync_target),
-        (SEM_BY_HAND_REFUSED, by_hand_sem_allocs, sync_target),
         (SEM_SHARED_REFUSED, shared_sem_allocs, sync_target),
         (POOL_REFUSED, pool_allocs, sync_target),
         (
