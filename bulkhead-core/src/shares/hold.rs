@@ -116,10 +116,7 @@ impl<'a> Holds<'a> {
             && let Some(table) = host.layers().per_key()
             && !host.inside_here()
         {
-            let hold = match table.enter_here(id) {
-                Some(place) => KeyHold::Tracked(place.index()),
-                None => table.enter_locked(id).ok_or_else(|| host.key_limit())?,
-            };
+            let hold = table.enter(id).ok_or_else(|| host.key_limit())?;
             self.key = Some((table, hold));
         }
         Ok(())

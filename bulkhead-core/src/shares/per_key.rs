@@ -213,9 +213,10 @@ impl KeyTable {
     }
 
     /// Counts a call of key `id` in; `None` when the key (or the overflow entry) already
-    /// holds its cap (invariant 4). By index (the tests' form; calls take
-    /// [`enter_here`](Self::enter_here), then [`enter_locked`](Self::enter_locked)).
-    #[cfg(test)]
+    /// holds its cap (invariant 4). Without a lock when the key is at its home or its hint
+    /// is right ([`enter_here`](Self::enter_here)); the call's hold is then the index of
+    /// the place it counted at.
+    #[inline]
     pub(crate) fn enter(&self, id: u64) -> Option<KeyHold> {
         match self.enter_here(id) {
             Some(p) => Some(KeyHold::Tracked(p.index)),
@@ -226,10 +227,10 @@ impl KeyTable {
     /// The lock-free count-in of a call of key `id`, at its home or at the place its hint
     /// names: the place, or `None` when neither is the key's below its cap, counting
     /// nothing (the caller then takes [`enter_locked`](Self::enter_locked), which also
-    /// refuses). The call's hold is the place's index ([`Place::index`]): no hint to
-    /// decode, no lookup of which kind of place an index names.
+    /// refuses). The place knows its own index: no hint to decode, no lookup of which
+    /// kind of place an index names.
     #[inline]
-    pub(crate) fn enter_here(&self, id: u64) -> Option<&Place> {
+    fn enter_here(&self, id: u64) -> Option<&Place> {
         let cap = self.max_per_key.load(Relaxed);
         let home = self.home_of(id);
         // A key at its home: one cache line, no hint.
@@ -274,7 +275,7 @@ impl KeyTable {
     /// overflow entry) holds its cap (invariant 4).
     #[cold]
     #[inline(never)]
-    pub(crate) fn enter_locked(&self, id: u64) -> Option<KeyHold> {
+    fn enter_locked(&self, id: u64) -> Option<KeyHold> {
         let cap = self.max_per_key.load(Relaxed);
         let hint = &self.hints[self.home_of(id) as usize];
         let shard = self.shard(id);
@@ -438,18 +439,12 @@ impl KeyTable {
             KeyHold::Overflow(slot) => self.leave_overflow(slot),
             KeyHold::Tracked(place) => {
                 if let Some(p) = self.places.get(place) {
-                    self.leave_place(p);
+                    // Sequentially consistent with `pressure` and the sweep (invariant 2).
+                    if count_of(p.word.fetch_sub(1, SeqCst)) == 1 && self.pressure.load(SeqCst) {
+                        self.went_idle(p);
+                    }
                 }
             }
-        }
-    }
-
-    /// [`leave`](Self::leave) at place `p`.
-    #[inline]
-    fn leave_place(&self, p: &Place) {
-        // Sequentially consistent with `pressure` and the sweep (invariant 2).
-        if count_of(p.word.fetch_sub(1, SeqCst)) == 1 && self.pressure.load(SeqCst) {
-            self.went_idle(p);
         }
     }
 
@@ -524,7 +519,7 @@ impl KeyTable {
 
 /// One tracked key's place.
 #[derive(Default)]
-pub(crate) struct Place {
+struct Place {
     /// Its index in the table (fixed).
     index: u32,
     /// The generation (high 32 bits), [`RETIRED`], and its key's calls in flight (the
@@ -550,11 +545,6 @@ fn count_of(word: u64) -> u32 {
 }
 
 impl Place {
-    /// Its index in the table.
-    pub(crate) fn index(&self) -> u32 {
-        self.index
-    }
-
     /// Its key's calls in flight.
     fn count(&self) -> u32 {
         count_of(self.word.load(Relaxed))

@@ -215,7 +215,7 @@ fn every_place_is_found_at_the_index_it_holds() {
     }
     t.places.homes();
     for i in 0..homes + 1_000 {
-        assert_eq!(t.places.get(i).map(Place::index), Some(i));
+        assert_eq!(t.places.get(i).map(|p| p.index), Some(i));
     }
 }
 
