@@ -298,7 +298,7 @@ impl Shared {
             drop(st);
             self.spawn_worker(number);
         } else {
-            st.largest_queued = st.largest_queued.max(st.unassigned());
+            st.largest_queued = st.largest_queued.max(st.queued(&self.settled));
         }
     }
 

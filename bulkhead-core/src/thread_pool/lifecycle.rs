@@ -74,7 +74,9 @@ impl Shared {
                     st.spawning -= 1;
                     st.pending = st.pending.saturating_sub(1);
                     // Tasks left without a worker, or beyond capacity, are refused.
-                    while (st.threads == 0 && st.queue.len() > 0) || st.unassigned() > st.capacity {
+                    while (st.threads == 0 && st.queue.len() > 0)
+                        || st.queued(&self.settled) > st.capacity
+                    {
                         match st.queue.pop_newest() {
                             Some(entry) => failed.push(entry),
                             None => break,
@@ -228,7 +230,7 @@ impl Shared {
             st.pending = 0;
             (
                 remaining,
-                st.active,
+                st.running(&self.settled),
                 st.drained,
                 std::mem::take(&mut st.handles),
                 st.threads == 0 && st.spawning == 0,

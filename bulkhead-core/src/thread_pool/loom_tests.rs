@@ -1,7 +1,8 @@
 //! loom models of the pool's admission and queue: the running + queued counter, the room
 //! waiters of `on_full: { wait }`, the queue bound after a shrink, cancellation, timeouts,
 //! shutdown, a task queued without the lock (the inbox) racing the last busy worker going
-//! idle, an async caller's lock-free re-poll racing the delivery of its outcome, a queued
+//! idle, a worker that settled its task without the lock racing a caller's lock-free
+//! enqueue and a snapshot, an async caller's lock-free re-poll racing the delivery of its outcome, a queued
 //! task withdrawn at `max_queue_wait` racing the worker that takes it, a partition's and
 //! a key's shares handed on to the pool's slot racing a freed one, and the async job's
 //! state word (the caller going away racing the run, a failure racing a run), over every
@@ -348,20 +349,7 @@ fn a_task_queued_without_the_lock_as_the_last_worker_goes_idle_is_never_left_beh
         let pool = pool(1, 1, OnFull::Abort, &clock);
         let shared = pool.shared();
         assert!(shared.direct.load(SeqCst));
-        let caller = loom::thread::spawn({
-            let pool = pool.clone();
-            move || {
-                let mut call = Box::pin(pool.call_async(5u32, |n| async move { n }));
-                // Answered at once when the worker took it and ran it meanwhile.
-                match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-                    Poll::Pending => Some(call),
-                    Poll::Ready(result) => {
-                        assert_eq!(result.ok(), Some(5));
-                        None
-                    }
-                }
-            }
-        });
+        let caller = caller_of_five(&pool);
         // The worker, as `worker_main` does it: its task ends (slot freed), it looks at the
         // queue, and, finding nothing, registers idle and looks at the inbox once more.
         let me = std::thread::current();
@@ -396,13 +384,37 @@ fn a_task_queued_without_the_lock_as_the_last_worker_goes_idle_is_never_left_beh
             }
         }
         while work_one(&pool) {}
-        if let Some(mut call) = call {
-            let polled = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
-            assert!(matches!(polled, Poll::Ready(Ok(5))), "{polled:?}");
+        if let Some(call) = call {
+            assert_answered_five(call);
         }
         let c = shared.counters.counts();
         assert_eq!(c.permitted, c.completed, "{c:?}");
     });
+}
+
+/// A call left pending by [`caller_of_five`].
+type PendingCall = std::pin::Pin<Box<dyn Future<Output = Result<u32, Refused<u32>>> + Send>>;
+
+/// A model thread that submits a call whose body returns 5 and polls it once: its pending
+/// future, or `None` when it was answered at once (a worker took it and ran it meanwhile).
+fn caller_of_five(pool: &ThreadPoolBulkhead) -> loom::thread::JoinHandle<Option<PendingCall>> {
+    let pool = pool.clone();
+    loom::thread::spawn(move || {
+        let mut call: PendingCall = Box::pin(pool.call_async(5u32, |n| async move { n }));
+        match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Pending => Some(call),
+            Poll::Ready(result) => {
+                assert_eq!(result.ok(), Some(5));
+                None
+            }
+        }
+    })
+}
+
+/// Polls a call [`caller_of_five`] left pending, once its task has run: answered 5.
+fn assert_answered_five(mut call: PendingCall) {
+    let polled = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+    assert!(matches!(polled, Poll::Ready(Ok(5))), "{polled:?}");
 }
 
 /// Runs a task a model worker took and delivers it, as `work_one` does.
@@ -685,10 +697,7 @@ fn a_task_taken_without_the_lock_racing_its_cancellation_is_settled_once() {
             match shared.take_free() {
                 Some(entry) => {
                     let (outcome, finished) = entry.job.run();
-                    shared.release();
-                    shared.count(outcome);
-                    finished.deliver();
-                    shared.room.wake_one();
+                    shared.settle_free(outcome, finished);
                     outcome != CallOutcome::Cancelled
                 }
                 None => work_one(&worker_pool),
@@ -709,5 +718,85 @@ fn a_task_taken_without_the_lock_racing_its_cancellation_is_settled_once() {
         assert_at_rest(&pool);
         let c = pool.shared().counters.counts();
         assert_eq!((c.permitted, c.completed + c.cancelled), (1, 1), "{c:?}");
+    });
+}
+
+/// A worker that settled its task without the lock (the pool busy, at `max_threads`, FIFO)
+/// and found the inbox empty, racing a caller queueing into the inbox without the lock and
+/// a snapshot (whose lock moves the inbox into the queue): the task is taken by the settled
+/// worker, or by it under the lock, or — the worker gone idle — the caller or the snapshot
+/// claimed it; never left without a worker. The settled worker never reads as running a
+/// task, and at rest nothing is counted running or settled.
+#[test]
+fn a_worker_settled_without_the_lock_racing_a_caller_and_a_snapshot_leaves_no_task_behind() {
+    model(|| {
+        let clock = ModelClock::new();
+        let pool = pool(1, 1, OnFull::Abort, &clock);
+        let shared = pool.shared();
+        assert!(
+            shared.take_free.load(SeqCst),
+            "a busy FIFO pool at max takes free"
+        );
+        let caller = caller_of_five(&pool);
+        let observer = loom::thread::spawn({
+            let pool = pool.clone();
+            move || {
+                let gauges = pool.shared().gauges();
+                assert!(gauges.active <= 1, "more running than threads");
+            }
+        });
+        // The worker, as `worker_main` does it: its (busy) task ends and is settled without
+        // the lock, then it looks at the inbox once (`await_free`'s look) and, finding
+        // nothing, looks under the lock.
+        shared.settled.fetch_add(1, SeqCst);
+        shared.release();
+        shared.room.wake_one();
+        let me = std::thread::current();
+        let parks = match shared.take_settled() {
+            Some(entry) => {
+                run_taken_entry(&pool, entry);
+                false
+            }
+            None => {
+                let mut st = shared.lock_state_for_worker();
+                shared.leave_settled(&mut st);
+                let step = shared.next_step(&mut st, 1, None, &me);
+                drop(st);
+                match step {
+                    Step::Run(entry, _) => {
+                        run_taken_entry(&pool, entry);
+                        false
+                    }
+                    Step::Park { .. } => !shared.inbox_has_work_after_idle(),
+                    Step::FailStale(..) | Step::Retire(_) => {
+                        panic!("nothing stale, nothing surplus")
+                    }
+                }
+            }
+        };
+        let call = caller.join().unwrap();
+        observer.join().unwrap();
+        if parks {
+            // It would sleep: the task is queued (not in the inbox, which no one would
+            // look at) with the worker claimed for it.
+            assert!(shared.inbox.is_empty(), "a task left in the inbox");
+            let st = shared.lock_state();
+            assert!(
+                st.queue.len() == 1 && st.idle.is_empty() && st.pending == 1,
+                "a task left without a worker"
+            );
+        }
+        while work_one(&pool) {}
+        if let Some(call) = call {
+            assert_answered_five(call);
+        }
+        assert_eq!(shared.settled.load(SeqCst), 0);
+        assert_eq!(
+            shared.gauges().active,
+            0,
+            "a settled worker counted running"
+        );
+        let c = shared.counters.counts();
+        assert_eq!((c.permitted, c.completed), (1, 1), "{c:?}");
     });
 }

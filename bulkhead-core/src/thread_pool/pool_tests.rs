@@ -179,11 +179,60 @@ fn a_refusal_counts_workers_claimed_for_queued_tasks_as_busy() {
     st.threads = 6;
     st.active = 4;
     st.pending = 2;
-    let load = super::shared::refusal_load(&st);
+    let load = super::shared::refusal_load(&st, &shared.settled);
     assert_eq!((load.active, load.limit), (6, 6));
     st.threads = 0;
     st.active = 0;
     st.pending = 0;
     drop(st);
+    pool.shutdown(Duration::from_secs(30));
+}
+
+/// A caller answered by a busy pool (every worker busy, at `max_threads`, plain FIFO, so the
+/// worker takes and settles tasks without the lock) reads its call as finished — nothing
+/// running, nothing queued — although the worker that ran it may still be counted in
+/// `active` while it watches the inbox: a settled worker never reads as running. Where the
+/// worker is when the caller looks is a race, so in a loop.
+#[test]
+fn a_caller_answered_by_a_busy_pool_sees_nothing_running() {
+    let config = ThreadPoolConfig {
+        core_threads: 1,
+        max_threads: 1,
+        queue_capacity: 4,
+        ..ThreadPoolConfig::default()
+    };
+    let pool = ThreadPoolBulkhead::new("settled", &config);
+    let shared = pool.shared();
+    for round in 0..200u32 {
+        // The worker busy on a task held by a latch, a second call queued behind it.
+        let (started_tx, started_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let held = {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                pool.call((), move |()| {
+                    started_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                })
+            })
+        };
+        started_rx.recv().unwrap();
+        let queued = {
+            let pool = pool.clone();
+            std::thread::spawn(move || pool.call(round, |n| n + 1).ok())
+        };
+        // Queued without the lock, for a worker that takes without it.
+        wait_until(|| !shared.inbox.is_empty());
+        assert!(shared.take_free.load(SeqCst), "round {round}");
+        release_tx.send(()).unwrap();
+        held.join().unwrap().unwrap();
+        assert_eq!(queued.join().unwrap(), Some(round + 1));
+        let snap = pool.snapshot();
+        assert_eq!(
+            (snap.active, snap.queued),
+            (0, 0),
+            "round {round}: {snap:?}"
+        );
+    }
     pool.shutdown(Duration::from_secs(30));
 }

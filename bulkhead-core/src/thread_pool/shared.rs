@@ -6,7 +6,8 @@
 //!   shrink, when it only goes down;
 //! * `PoolState::pending` counts the workers claimed for a queued task (spawned or woken
 //!   for it) that have not looked at the queue yet, so `queue.len() - pending` tasks have
-//!   no worker (the queue's occupancy);
+//!   no worker (the queue's occupancy) — less, as the gauges report it, the `settled`
+//!   workers (see `worker`), each of which takes a queued task before it can go idle;
 //! * `threads` counts workers alive or being spawned; `spawning` those whose join handle
 //!   is not recorded yet.
 //!
@@ -47,7 +48,7 @@ use crate::clock::Clock;
 use crate::frame::BulkheadId;
 use crate::rate_limit::RateLimiter;
 use crate::stats::{self, Counters};
-use crate::sync::{Arc, AtomicBool, AtomicU8, AtomicU64, Mutex, MutexGuard};
+use crate::sync::{Arc, AtomicBool, AtomicU8, AtomicU32, AtomicU64, Mutex, MutexGuard};
 use crate::telemetry::{Load, Telemetry};
 use crate::{BulkheadError, BulkheadName, Refused};
 
@@ -89,6 +90,12 @@ pub(crate) struct Shared {
     /// A worker that ran a task may take the next one from the inbox without the lock
     /// (see the module's invariants). Written only under the lock, like `direct`.
     pub(super) take_free: AtomicBool,
+    /// Workers that settled their last task without the lock and are watching the inbox
+    /// (`worker`'s `Settled`): still counted in `PoolState::active`, they are not running
+    /// anything, so the gauges and refusals take them off it (`PoolState::running`). On a
+    /// cache line of its own: workers write it as the inbox runs dry, and the fields every
+    /// caller reads (`direct`, the name, the shutdown flag) would share the misses.
+    pub(super) settled: CachePadded<AtomicU32>,
     pub(super) thread_name_prefix: String,
     /// The adaptive limit on calls running on workers, if one is configured.
     pub(super) adaptive: Controller,
@@ -149,6 +156,18 @@ pub(crate) struct PoolState {
 }
 
 impl PoolState {
+    /// Tasks a worker is running: `active` without the `settled` workers (see
+    /// `Shared::settled`), as read under the lock.
+    pub(super) fn running(&self, settled: &AtomicU32) -> u32 {
+        self.active.saturating_sub(settled.load(Relaxed))
+    }
+
+    /// Queued tasks without a worker, as the gauges and refusals report them: `unassigned`
+    /// less the `settled` workers, each of which takes a queued task before it can go idle.
+    pub(super) fn queued(&self, settled: &AtomicU32) -> u32 {
+        self.unassigned().saturating_sub(settled.load(Relaxed))
+    }
+
     /// Takes `me` out of the threads a shutdown's progress wakes.
     pub(super) fn forget_shutdown_waiter(&mut self, me: &Thread) {
         self.shutdown_waiters.retain(|t| t.id() != me.id());
@@ -211,13 +230,13 @@ impl PoolState {
 /// running a task *and* those claimed for a queued one — spawned or woken for it, not yet
 /// started: admission counted their task's slot, and the pool has no other worker to give
 /// it, so a full pool whose last workers are starting reads as grown to `max_threads`.
-pub(super) fn refusal_load(st: &PoolState) -> Load {
+pub(super) fn refusal_load(st: &PoolState, settled: &AtomicU32) -> Load {
+    let running = st.running(settled);
     Load {
-        active: st
-            .active
+        active: running
             .saturating_add(st.pending)
-            .min(st.threads.max(st.active)),
-        queued: st.unassigned(),
+            .min(st.threads.max(running)),
+        queued: st.queued(settled),
         limit: st.max,
     }
 }
@@ -304,6 +323,7 @@ impl Shared {
             inbox: Inbox::new(u64::from(max) + u64::from(capacity)),
             direct: AtomicBool::new(false),
             take_free: AtomicBool::new(false),
+            settled: CachePadded::new(AtomicU32::new(0)),
             thread_name_prefix,
             idle_claims: std::sync::atomic::AtomicU64::new(0),
             queue_ages: std::sync::atomic::AtomicBool::new(
@@ -366,7 +386,7 @@ impl Shared {
             }
         }
         if moved {
-            state.largest_queued = state.largest_queued.max(state.unassigned());
+            state.largest_queued = state.largest_queued.max(state.queued(&self.settled));
         }
         StateGuard {
             state,
@@ -475,7 +495,7 @@ impl Shared {
     #[cold]
     fn report_refusal(&self, error: &BulkheadError) {
         self.telemetry
-            .on_refused(error, || refusal_load(&self.lock_state()));
+            .on_refused(error, || refusal_load(&self.lock_state(), &self.settled));
     }
 
     /// The refusal of a call under `on_full: abort` when the pool is full, counted and
@@ -526,8 +546,8 @@ impl Shared {
         Gauges {
             max: st.max,
             capacity: st.capacity,
-            active: st.active,
-            queued: st.unassigned(),
+            active: st.running(&self.settled),
+            queued: st.queued(&self.settled),
             threads: st.threads,
             largest_pool_size: st.largest_pool_size,
             largest_queued: st.largest_queued,

@@ -2,7 +2,10 @@
 //! lock (moving the inbox into it first), runs or fails one task outside it, parks when
 //! idle, and retires through one path. A worker that has just run a task first tries the
 //! inbox without the lock (`Shared::take_free`: callers queue there without it, and the
-//! queue is empty and plain FIFO), which is the common case under load.
+//! queue is empty and plain FIFO), which is the common case under load. Finding it empty,
+//! it settles its task there too and watches the inbox a little longer (`Settled`) before
+//! it looks under the lock: a busy pool's callers keep queueing without the lock rather
+//! than meeting a worker that went idle for a moment.
 //!
 //! Invariants:
 //! * a finished task's slot is freed and counted before its caller is woken (so a caller
@@ -10,6 +13,11 @@
 //!   same critical section that takes the next task, or — the next task taken from the
 //!   inbox without the lock — after that task is taken (so admission never sees a slot
 //!   whose task is neither queued nor running), `active` unchanged (one ends, one starts);
+//! * a worker that found the inbox empty while the pool takes without the lock settles its
+//!   task there (slot freed, counted, caller woken) and stays counted in `active` and in
+//!   `Shared::settled` — which the gauges and refusals take off `active`, so it reads as
+//!   idle — until it takes a task from the inbox (leaving `settled` before it runs it) or
+//!   looks under the lock (leaving both);
 //! * a worker claimed for a queued task (`pending`) settles the claim at its next look: it
 //!   takes a task, or retires and passes the claim to an idle worker when tasks are left;
 //! * a worker that goes idle looks at the inbox once more before it parks (see `Step::Park`
@@ -48,6 +56,9 @@ enum WorkerState {
     /// Ran a task: its slot is freed and counted at the next look, and its caller woken
     /// right after.
     Ran(CallOutcome, Finished),
+    /// Ran a task and settled it without the lock (see the module's invariants): counted in
+    /// `active` and `Shared::settled` until its next look.
+    Settled,
     /// In the idle list (parked, or woken without a claim: a resize, a shutdown, or
     /// keep-alive running out); idle above `core_threads` since the instant held, `None`
     /// while keep-alive has not applied to it (no clock read).
@@ -86,17 +97,27 @@ pub(super) fn worker_main(shared: Arc<Shared>, worker: u64) {
         // counted before its caller is woken; `active` stays as it was (one ends, one
         // starts).
         if let WorkerState::Ran(mut outcome, mut finished) = state {
-            // Taken apart at once: the job and its stamp stay in registers across the
-            // delivery, rather than the entry being copied from frame slot to frame slot.
-            while let Some(Entry { job, enqueued, .. }) = shared.take_free() {
-                shared.release();
-                shared.count(outcome);
-                finished.deliver();
-                shared.room.wake_one();
-                // No adaptive limit here (`take_free`): `active` feeds only that.
-                (outcome, finished) = shared.run_entry(job, enqueued, 0);
-            }
-            state = WorkerState::Ran(outcome, finished);
+            state = loop {
+                // Taken apart at once: the job and its stamp stay in registers across the
+                // delivery, rather than the entry being copied from frame slot to frame slot.
+                while let Some(Entry { job, enqueued, .. }) = shared.take_free() {
+                    shared.settle_free(outcome, finished);
+                    // No adaptive limit here (`take_free`): `active` feeds only that.
+                    (outcome, finished) = shared.run_entry(job, enqueued, 0);
+                }
+                if !shared.takes_free() {
+                    break WorkerState::Ran(outcome, finished);
+                }
+                // The inbox is empty: settled now, and watching it for a little while.
+                shared.settled.fetch_add(1, Relaxed);
+                shared.settle_free(outcome, finished);
+                match shared.await_free() {
+                    Some(Entry { job, enqueued, .. }) => {
+                        (outcome, finished) = shared.run_entry(job, enqueued, 0);
+                    }
+                    None => break WorkerState::Settled,
+                }
+            };
         }
         state = shared.look_under_lock(state, worker, &me);
         if matches!(state, WorkerState::Retired) {
@@ -127,6 +148,12 @@ impl Shared {
                 }
                 shared.count(outcome);
                 delivery = Some(finished);
+                None
+            }
+            // Settled without the lock, before any shutdown it did not see (`takes_free`
+            // was still set): not one of the tasks a shutdown drained.
+            WorkerState::Settled => {
+                shared.leave_settled(&mut st);
                 None
             }
             WorkerState::Idle(since) if st.is_idle(worker) => Some(since),
@@ -204,10 +231,57 @@ impl Shared {
     /// want the tasks running, counted under the lock).
     #[inline]
     pub(super) fn take_free(&self) -> Option<Entry> {
-        if !self.take_free.load(Relaxed) || self.adaptive.sample_every().is_some() {
+        if !self.takes_free() {
             return None;
         }
         self.inbox.pop()
+    }
+
+    /// Whether a worker may take tasks from the inbox without the lock (see `take_free`).
+    #[inline]
+    pub(super) fn takes_free(&self) -> bool {
+        self.take_free.load(Relaxed) && self.adaptive.sample_every().is_none()
+    }
+
+    /// Settles a task its worker ran, without the lock: its slot freed and counted before
+    /// its caller is woken, then one room waiter woken.
+    #[inline]
+    pub(super) fn settle_free(&self, outcome: CallOutcome, finished: Finished) {
+        self.release();
+        self.count(outcome);
+        finished.deliver();
+        self.room.wake_one();
+    }
+
+    /// A settled worker (counted in `settled`) watching the inbox: the next task, taken
+    /// without the lock (the worker then leaves `settled`, before it runs the task), or
+    /// `None` once crossbeam's backoff (~127 spin hints, then a few yields of the CPU) is
+    /// over or the pool stops taking without the lock — then it looks under the lock.
+    fn await_free(&self) -> Option<Entry> {
+        let backoff = crossbeam_utils::Backoff::new();
+        loop {
+            if let Some(entry) = self.take_settled() {
+                return Some(entry);
+            }
+            if backoff.is_completed() || !self.takes_free() {
+                return None;
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// A settled worker's look under the lock: it stops counting as running a task.
+    pub(super) fn leave_settled(&self, st: &mut PoolState) {
+        st.active -= 1;
+        self.settled.fetch_sub(1, Relaxed);
+    }
+
+    /// One look of a settled worker at the inbox (see `await_free`).
+    #[inline]
+    pub(super) fn take_settled(&self) -> Option<Entry> {
+        let entry = self.take_free()?;
+        self.settled.fetch_sub(1, Relaxed);
+        Some(entry)
     }
 }
 
